@@ -1,0 +1,249 @@
+"""The narrow door between the engine and its callers: plain, frozen data and one protocol.
+
+Everything that crosses between the engine thread and a caller (the TUI, the headless CLI, the
+benchmark, tests) is defined here. Only plain Python values cross: ints, floats, strings, tuples.
+No `mx.array` ever leaves the engine.
+
+Commands go in as method calls on an `EngineAPI`; events come out of `EngineAPI.generate` as an
+async stream of `TokenEvent`s closed by exactly one `TurnFinished` (or an `EngineError` is raised).
+
+The conversation is owned by the caller and sent whole with every request (`GenerateRequest`).
+The engine renders it with the model's chat template, finds the longest common token prefix with
+what already sits in its KV cache, trims the cache to that prefix and prefills only the rest. So
+regenerate, edit-and-resend and branch are all just "send a different conversation": whatever is
+shared with the cache is reused, and `TurnFinished.reused_tokens` says how much.
+
+## What the probabilities mean (defined once, here)
+
+For every generated token the engine computes, from the model's logits at that position:
+
+- **raw distribution** ``p_raw``: ``softmax(logits after penalties)`` at temperature 1, before any
+  filter. ``logprob`` values are ``log p_raw`` (natural log). Penalties (repetition, presence,
+  frequency) are part of "raw" because they change what the model is asked to predict.
+- **sampled distribution** ``p_sampled``: the distribution the token was actually drawn from:
+  ``p_raw`` with temperature applied, then top-k, top-p and min-p filters, renormalised. Tokens
+  a filter removed have ``sampled_prob == 0``. At temperature 0 (greedy) it is 1 for the argmax
+  and 0 for every other token.
+- **rank** of the chosen token: 1 + the number of tokens whose raw logprob is strictly greater
+  (rank 1 = the model's favourite).
+- **entropy**: ``-sum(p_raw * log p_raw)`` over the whole vocabulary, in nats.
+- **candidates**: the top-N tokens by raw logprob, best first (N = ``SamplingParams.candidates``;
+  0 turns them off).
+
+The sampling chain, in order: penalties -> temperature -> top-k -> top-p -> min-p -> draw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import AsyncIterator, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+class ParamError(ValueError):
+    """An out-of-range or malformed sampling parameter; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Every knob of the sampling chain. Validated on construction, so a bad value never applies.
+
+    Limits are generous but finite, so a typo is refused instead of silently doing nothing.
+    """
+
+    temperature: float = 0.7
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1.0 = off
+    min_p: float = 0.0  # 0.0 = off
+    repetition_penalty: float = 1.0  # 1.0 = off
+    repetition_context_size: int = 64  # window over the whole conversation, cached history included
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None  # None = a fresh random seed per turn
+    max_tokens: int = 512
+    candidates: int = 10  # top-N alternatives per token; 0 = off
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "seed" and value is None:
+                continue
+            low, high, kind = PARAM_LIMITS[f.name]
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ParamError(f"{f.name} must be a whole number, got {value!r}")
+            if kind is float:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ParamError(f"{f.name} must be a number, got {value!r}")
+                if not math.isfinite(value):
+                    raise ParamError(f"{f.name} must be a finite number, got {value!r}")
+            if not low <= value <= high:
+                raise ParamError(f"{f.name} must be between {low} and {high}, got {value!r}")
+
+    def with_changes(self, **changes: object) -> "SamplingParams":
+        """A validated copy with some fields changed (raises `ParamError` on a bad value)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+# name -> (lowest, highest, type). The single source of truth for validation, the CLI and the TUI.
+PARAM_LIMITS: dict[str, tuple[float, float, type]] = {
+    "temperature": (0.0, 5.0, float),
+    "top_k": (0, 1_000_000, int),
+    "top_p": (0.0, 1.0, float),
+    "min_p": (0.0, 1.0, float),
+    "repetition_penalty": (0.5, 3.0, float),
+    "repetition_context_size": (0, 1_000_000, int),
+    "presence_penalty": (-5.0, 5.0, float),
+    "frequency_penalty": (-5.0, 5.0, float),
+    "seed": (0, 2**63 - 1, int),
+    "max_tokens": (1, 1_000_000, int),
+    "candidates": (0, 100, int),
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a conversation.
+
+    An assistant message carries `token_ids`: the exact ids that were generated (what the user
+    inspected), without the end-of-turn token. The engine splices these ids into the prompt
+    instead of re-tokenizing `text`, so an earlier reply is never prefilled again.
+    """
+
+    role: Role
+    text: str
+    token_ids: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One turn: the whole conversation plus how to continue it.
+
+    With ``continue_last=False`` the last message must be a user (or system) message and the engine
+    opens a new assistant reply. With ``continue_last=True`` the last message is a partial
+    assistant message (e.g. a branch: the first i tokens of a reply plus a chosen candidate) and
+    the engine continues it; token indices in the events then start at ``len(token_ids)``.
+    """
+
+    messages: tuple[Message, ...]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    continue_last: bool = False
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One alternative for a position. See the module docstring for the exact definitions."""
+
+    id: int
+    text: str
+    logprob: float  # log p_raw
+    sampled_prob: float  # p_sampled (0 when a filter removed it)
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One generated token, with everything the inspector shows about it."""
+
+    index: int  # position in the assistant reply, from 0
+    id: int
+    text: str  # the printable text this token completes (may be "" while a character is split)
+    piece: str  # this token alone, decoded for display (may show a partial character as bytes)
+    logprob: float  # log p_raw of the chosen token
+    sampled_prob: float  # p_sampled of the chosen token
+    rank: int
+    entropy: float
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    """The end of a turn, with the cache bookkeeping and speed of that turn."""
+
+    prompt_ids: tuple[int, ...]  # every token id the model was conditioned on for this turn
+    prompt_tokens: int
+    reused_tokens: int  # taken from the KV cache
+    prefilled_tokens: int  # computed this turn; reused + prefilled == prompt
+    generated_tokens: int
+    token_ids: tuple[int, ...]  # the reply's ids (continued replies: including the given prefix)
+    text: str  # the whole reply's text
+    ttft_s: float
+    prefill_tps: float
+    decode_tps: float
+    finish_reason: FinishReason
+    context_used: int  # tokens in the cache after the turn
+    context_limit: int
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """Loading or downloading news while `EngineAPI.load` runs (fraction None = unknown)."""
+
+    message: str
+    fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the caller may know about the loaded model."""
+
+    name: str  # a short display name
+    path: str  # the local folder it was loaded from
+    context_limit: int
+    vocab_size: int
+    has_chat_template: bool
+    parameters: int
+    dtype: str  # compute dtype in use, e.g. "float32"
+
+
+class EngineError(Exception):
+    """Anything the engine refuses or fails at; the message is one line for the user."""
+
+
+class ModelLoadError(EngineError):
+    """A model that cannot be found, downloaded or loaded."""
+
+
+class ContextLimitError(EngineError):
+    """The conversation does not fit in the model's context (or the configured maximum)."""
+
+
+EngineEvent = TokenEvent | TurnFinished
+
+
+@runtime_checkable
+class EngineAPI(Protocol):
+    """What the TUI and the CLI need from an engine. `engine.client.Engine` is the real one;
+    `engine.fake.ScriptedEngine` is the test double that ships beside it."""
+
+    @property
+    def model(self) -> ModelInfo | None:
+        """The loaded model, or None."""
+        ...
+
+    async def load(
+        self, model: str, *, trust_remote_code: bool = False, on_progress: "ProgressCallback | None" = None
+    ) -> ModelInfo:
+        """Load a model by local path or hub id (replacing any loaded one). Raises ModelLoadError."""
+        ...
+
+    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+        """Run one turn: yields TokenEvents then exactly one TurnFinished. Raises EngineError."""
+        ...
+
+    def set_params(self, params: SamplingParams) -> None:
+        """Change sampling parameters now; a running turn applies them from its next token."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop the running turn within one token; it then finishes with reason "cancelled"."""
+        ...
+
+    async def close(self) -> None:
+        """Stop and join the engine thread, freeing the model. Idempotent."""
+        ...
+
+
+class ProgressCallback(Protocol):
+    def __call__(self, progress: LoadProgress) -> None: ...

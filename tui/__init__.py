@@ -1,0 +1,1 @@
+"""logitscope's Textual front end. It never imports MLX; it talks to `engine.api.EngineAPI`."""
