@@ -77,7 +77,7 @@ class SamplingParams:
             if kind is float:
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
                     raise ParamError(f"{f.name} must be a number, got {value!r}")
-                if not math.isfinite(value):
+                if isinstance(value, float) and not math.isfinite(value):
                     raise ParamError(f"{f.name} must be a finite number, got {value!r}")
             if not low <= value <= high:
                 raise ParamError(f"{f.name} must be between {low} and {high}, got {value!r}")

@@ -1,0 +1,187 @@
+"""Swap MLX's slow reference BLAS for OpenBLAS on Linux, before MLX is imported.
+
+Why: the Linux CPU wheel of MLX links a reference (netlib) BLAS, which multiplies at a few
+GFLOP/s: a 1024x1024 float32 matmul takes ~450 ms where OpenBLAS takes ~8 ms. ``libmlx`` leaves
+``cblas_sgemm`` and friends undefined and the dynamic linker binds them when MLX is loaded,
+searching the process's global scope first. So opening an OpenBLAS library with ``RTLD_GLOBAL``
+*before* ``import mlx`` makes every MLX matmul run through OpenBLAS, with no change to MLX.
+
+Where the library comes from, in order:
+
+1. ``LOGITSCOPE_BLAS_LIB``: an explicit path, for unusual installs.
+2. the ``cmeel-openblas`` wheel (``site-packages/cmeel.prefix/lib/libopenblas.so.0``); it needs
+   the GNU Fortran runtime ``libgfortran.so.5`` from the system (Debian: ``libgfortran5``).
+3. the system's OpenBLAS (Debian/Ubuntu ``libopenblas0-pthread``, Fedora ``openblas``).
+
+numpy's bundled ``scipy-openblas`` is no use: its symbols are renamed (``scipy_cblas_sgemm``),
+so MLX would never bind to them; every candidate is checked for a plain ``cblas_sgemm``.
+
+Off switch: ``LOGITSCOPE_FAST_BLAS=0`` (or ``enable_fast_blas(enabled=False)``). On macOS this is
+a no-op: MLX uses Accelerate there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+ENV_SWITCH = "LOGITSCOPE_FAST_BLAS"
+ENV_LIBRARY = "LOGITSCOPE_BLAS_LIB"
+_OFF_VALUES = frozenset({"0", "false", "no", "off"})
+_SYSTEM_DIRS = (
+    "/usr/lib/x86_64-linux-gnu/openblas-pthread",
+    "/usr/lib/aarch64-linux-gnu/openblas-pthread",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+)
+_SYSTEM_NAMES = ("libopenblas.so.0", "libopenblasp.so.0", "libopenblas.so")
+
+
+@dataclass(frozen=True)
+class BlasInfo:
+    """What `enable_fast_blas` did, for status lines and logs.
+
+    ``active`` means MLX's ``cblas_sgemm`` resolves to the fast library in this process.
+    ``reason`` is one line for the user either way.
+    """
+
+    active: bool
+    reason: str
+    path: str | None = None
+    threads: int | None = None
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def switched_off() -> bool:
+    """True when the user turned the fast BLAS off through ``LOGITSCOPE_FAST_BLAS``."""
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() in _OFF_VALUES
+
+
+def default_threads() -> int:
+    """The cores this process may run on (affinity-aware, unlike ``os.cpu_count``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def resolved_cblas_path() -> str | None:
+    """The file that a global lookup of ``cblas_sgemm`` lands in, or None if none exports it.
+
+    This is the library MLX's undefined ``cblas_sgemm`` binds to, since the global scope is
+    searched before ``libmlx``'s own dependencies.
+    """
+    try:
+        process = ctypes.CDLL(None)
+        address = ctypes.cast(process.cblas_sgemm, ctypes.c_void_p).value
+    except (AttributeError, OSError):
+        return None
+    info = _DlInfo()
+    if not process.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.path.realpath(info.dli_fname.decode())
+
+
+def candidate_paths() -> list[str]:
+    """Libraries worth trying, best first (see the module docstring for the order)."""
+    found: list[str] = []
+    explicit = os.environ.get(ENV_LIBRARY, "").strip()
+    if explicit:
+        found.append(explicit)
+    found.extend(_cmeel_paths())
+    for directory in _SYSTEM_DIRS:
+        found.extend(str(Path(directory, n)) for n in _SYSTEM_NAMES if Path(directory, n).exists())
+    by_name = ctypes.util.find_library("openblas")
+    if by_name:
+        found.append(by_name)
+    return list(dict.fromkeys(found))
+
+
+def _cmeel_paths() -> list[str]:
+    """Where the ``cmeel-openblas`` wheel put its library, if it is installed."""
+    try:
+        dist = metadata.distribution("cmeel-openblas")
+    except metadata.PackageNotFoundError:
+        return []
+    lib = Path(str(dist.locate_file("cmeel.prefix/lib/libopenblas.so.0")))
+    return [str(lib)] if lib.exists() else []
+
+
+def enable_fast_blas(enabled: bool = True, threads: int | None = None) -> BlasInfo:
+    """Load OpenBLAS globally so MLX binds its BLAS calls to it. Call before ``import mlx``.
+
+    Never raises: a missing library or a late call is reported in the returned `BlasInfo`, and
+    MLX then simply runs with its own (slow but correct) BLAS.
+    """
+    if not sys.platform.startswith("linux"):
+        return BlasInfo(False, "not needed: MLX uses Apple's Accelerate on macOS")
+    if not enabled or switched_off():
+        return BlasInfo(False, f"fast BLAS switched off ({ENV_SWITCH}=0 or config)")
+    if "mlx.core" in sys.modules:
+        return _late_call_info()
+    count = threads or default_threads()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(count))
+    failures: list[str] = []
+    for path in candidate_paths():
+        info = _try_load(path, count, failures)
+        if info is not None:
+            return info
+    return BlasInfo(False, _not_found_reason(failures))
+
+
+def _late_call_info() -> BlasInfo:
+    """MLX is already loaded: report whether an earlier call got there in time."""
+    path = resolved_cblas_path()
+    if path and "openblas" in Path(path).name.lower():
+        return BlasInfo(True, f"OpenBLAS already active ({path})", path=path)
+    return BlasInfo(False, "too late: mlx was imported before enable_fast_blas(); MLX keeps its slow BLAS")
+
+
+def _try_load(path: str, threads: int, failures: list[str]) -> BlasInfo | None:
+    """Open one candidate globally; None (and a note in ``failures``) if it cannot serve MLX."""
+    try:
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        failures.append(f"{path}: {exc}")
+        return None
+    if not hasattr(lib, "cblas_sgemm"):
+        failures.append(f"{path}: no plain cblas_sgemm symbol (prefixed build)")
+        return None
+    actual = _set_threads(lib, threads)
+    real = os.path.realpath(path) if os.path.sep in path else (resolved_cblas_path() or path)
+    return BlasInfo(True, f"OpenBLAS ({real}, {actual} threads)", path=real, threads=actual)
+
+
+def _set_threads(lib: ctypes.CDLL, threads: int) -> int:
+    """Honour a user's ``OPENBLAS_NUM_THREADS``, else use ``threads``; return what is in force."""
+    raw = os.environ.get("OPENBLAS_NUM_THREADS", "")
+    wanted = int(raw) if raw.strip().isdigit() else threads
+    if hasattr(lib, "openblas_set_num_threads"):
+        lib.openblas_set_num_threads(ctypes.c_int(max(1, wanted)))
+    if hasattr(lib, "openblas_get_num_threads"):
+        return int(lib.openblas_get_num_threads())
+    return wanted
+
+
+def _not_found_reason(failures: list[str]) -> str:
+    """One line that tells the user what to install."""
+    if any("libgfortran" in f for f in failures):
+        return "OpenBLAS found but the GNU Fortran runtime is missing (install libgfortran5); using MLX's slow BLAS"
+    if failures:
+        return f"no usable OpenBLAS ({failures[0]}); using MLX's slow BLAS"
+    return "no OpenBLAS found (pip install cmeel-openblas, or apt install libopenblas0-pthread); using MLX's slow BLAS"

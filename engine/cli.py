@@ -1,0 +1,268 @@
+"""The headless mode: ``logitscope run`` talks to a model without the TUI and prints what it says.
+
+Each ``--prompt`` is one user turn of a single conversation, run in order on one engine, so the
+KV cache is reused between turns exactly as in the app. Plain output streams the replies; with
+``--json`` every token (with its candidates) and every finished turn is one JSON object per line,
+for scripts and for checking the numbers the TUI shows.
+
+Everything a user can get wrong (a flag, a value out of range, a model that is not one) ends with
+one line on stderr and exit status 2; Ctrl-C cancels the reply, closes the engine and exits 130;
+a closed pipe (``| head``) ends quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, NoReturn, Sequence, TextIO
+
+from engine.api import (
+    ContextLimitError,
+    EngineAPI,
+    EngineError,
+    GenerateRequest,
+    LoadProgress,
+    Message,
+    ModelLoadError,
+    ParamError,
+    SamplingParams,
+    TokenEvent,
+    TurnFinished,
+)
+from engine.config import Config, load_config
+from engine.params_cli import add_param_flags, params_from_args
+
+EngineFactory = Callable[[], EngineAPI]
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+class UsageError(Exception):
+    """A bad command line; the message is one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line (not usage + error) by raising."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``logitscope run ...`` (``bench`` is added by engine.bench when it exists)."""
+    parser = _Parser(prog="logitscope", description="Chat with a local model and see its token probabilities.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser("run", help="run prompts headless and print the replies (or JSON lines)")
+    run.add_argument("--model", help='a model folder, a Hugging Face repo id, or "demo" (default: from config)')
+    run.add_argument("--system", help="a system message before the first prompt")
+    run.add_argument("--prompt", action="append", required=True, help="one user turn; repeat for more turns")
+    add_param_flags(run)
+    run.add_argument("--json", action="store_true", help="print one JSON object per token and per turn")
+    run.add_argument("--trust-remote-code", action="store_true", help="allow Python code shipped with the model")
+    run.add_argument("--config", help="a config file to use instead of ~/.config/logitscope/config.toml")
+    return parser
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything `run` needs, checked before any engine starts."""
+
+    model: str
+    trust_remote_code: bool
+    system: str | None
+    prompts: tuple[str, ...]
+    params: SamplingParams
+    json: bool
+    config: Config
+
+
+def plan_run(args: argparse.Namespace) -> RunPlan:
+    """Merge config defaults with flags; raises UsageError/ParamError with one line."""
+    from pathlib import Path
+
+    if args.config and not Path(args.config).expanduser().is_file():
+        raise UsageError(f"logitscope run: config file not found: {args.config}")
+    loaded = load_config(Path(args.config).expanduser() if args.config else None, explicit=bool(args.config))
+    for problem in loaded.problems:
+        print(f"logitscope: warning: {problem}", file=sys.stderr)
+    config = loaded.config
+    if any(not p.strip() for p in args.prompt):
+        raise UsageError("logitscope run: --prompt must not be empty")
+    return RunPlan(
+        model=args.model if args.model is not None else config.model.default,
+        trust_remote_code=args.trust_remote_code or config.model.trust_remote_code,
+        system=args.system,
+        prompts=tuple(args.prompt),
+        params=params_from_args(args, config.sampling),
+        json=args.json,
+        config=config,
+    )
+
+
+def _real_engine(config: Config) -> EngineAPI:
+    """The MLX engine, configured from [model]."""
+    from engine.client import Engine
+
+    return Engine(max_context=config.model.max_context)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+
+def _number(value: float) -> float | None:
+    """JSON has no NaN or infinity; an impossible token's logprob (-inf) becomes null."""
+    return value if math.isfinite(value) else None
+
+
+def token_record(turn: int, event: TokenEvent) -> dict[str, Any]:
+    """One token as its --json line."""
+    return {
+        "type": "token", "turn": turn, "index": event.index, "id": event.id, "text": event.text,
+        "logprob": _number(event.logprob), "sampled_prob": event.sampled_prob, "rank": event.rank,
+        "entropy": _number(event.entropy),
+        "candidates": [
+            {"id": c.id, "text": c.text, "logprob": _number(c.logprob), "sampled_prob": c.sampled_prob}
+            for c in event.candidates
+        ],
+    }
+
+
+def turn_record(turn: int, done: TurnFinished) -> dict[str, Any]:
+    """One finished turn as its --json line."""
+    return {
+        "type": "turn", "turn": turn, "prompt_ids": list(done.prompt_ids), "prompt_tokens": done.prompt_tokens,
+        "reused_tokens": done.reused_tokens, "prefilled_tokens": done.prefilled_tokens,
+        "generated_tokens": done.generated_tokens, "ttft_s": done.ttft_s, "prefill_tps": done.prefill_tps,
+        "decode_tps": done.decode_tps, "finish_reason": done.finish_reason, "text": done.text,
+    }
+
+
+class Printer:
+    """Writes a turn's tokens as they come: plain text, or one JSON object per line."""
+
+    def __init__(self, out: TextIO, as_json: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+
+    def token(self, turn: int, event: TokenEvent) -> None:
+        if self.as_json:
+            self.out.write(json.dumps(token_record(turn, event), ensure_ascii=False) + "\n")
+        else:
+            self.out.write(event.text)
+        self.out.flush()
+
+    def finished(self, turn: int, done: TurnFinished) -> None:
+        self.out.write(json.dumps(turn_record(turn, done), ensure_ascii=False) + "\n" if self.as_json else "\n")
+        self.out.flush()
+
+
+def _progress_printer(err: TextIO) -> Callable[[LoadProgress], None]:
+    """Loading news on one rewritten stderr line, only when a person is watching."""
+    if not err.isatty():
+        return lambda progress: None
+
+    def show(progress: LoadProgress) -> None:
+        percent = f" {progress.fraction:.0%}" if progress.fraction is not None else ""
+        err.write(f"\r\033[K{progress.message}{percent}")
+        err.flush()
+
+    return show
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+async def _run_turn(engine: EngineAPI, request: GenerateRequest, turn: int, printer: Printer) -> TurnFinished:
+    """Stream one turn to the printer; returns its TurnFinished."""
+    async with contextlib.aclosing(engine.generate(request)) as events:  # type: ignore[type-var]
+        async for event in events:
+            if isinstance(event, TurnFinished):
+                printer.finished(turn, event)
+                return event
+            printer.token(turn, event)
+    raise EngineError("the engine ended a turn without finishing it")
+
+
+async def run_conversation(plan: RunPlan, engine: EngineAPI, printer: Printer, err: TextIO) -> None:
+    """Load the model, then run every prompt as the next turn of one conversation."""
+    in_turn = False
+    try:
+        await engine.load(plan.model, trust_remote_code=plan.trust_remote_code, on_progress=_progress_printer(err))
+        if err.isatty():
+            err.write("\r\033[K")
+        messages: list[Message] = [Message("system", plan.system)] if plan.system else []
+        for turn, prompt in enumerate(plan.prompts, 1):
+            messages.append(Message("user", prompt))
+            in_turn = True
+            done = await _run_turn(engine, GenerateRequest(tuple(messages), plan.params), turn, printer)
+            in_turn = False
+            messages.append(Message("assistant", done.text, done.token_ids))
+    finally:
+        if in_turn:
+            engine.cancel()
+        await engine.close()
+
+
+def _record_recent(spec: str) -> None:
+    from engine.hub import record_recent
+
+    record_recent(spec)
+
+
+async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: TextIO) -> int:
+    engine = factory()
+    await run_conversation(plan, engine, Printer(out, plan.json), err)
+    return 0
+
+
+def _fail(err: TextIO, message: str, code: int = EXIT_USAGE) -> int:
+    err.write(f"{message}\n")
+    err.flush()
+    return code
+
+
+def _quiet_broken_pipe() -> int:
+    """After EPIPE, point stdout at /dev/null so the interpreter's final flush cannot complain."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
+def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None = None) -> int:
+    """``logitscope run ...``: returns the exit status (0 ok, 2 bad input, 130 Ctrl-C)."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        plan = plan_run(args)
+    except (UsageError, ParamError) as error:
+        return _fail(err, str(error))
+    except SystemExit as done:  # --help
+        return done.code if isinstance(done.code, int) else 0
+    factory = engine_factory or (lambda: _real_engine(plan.config))
+    try:
+        code = asyncio.run(_main_async(plan, factory, out, err))
+    except KeyboardInterrupt:
+        return _fail(err, "\ninterrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except (ModelLoadError, ContextLimitError) as error:
+        return _fail(err, f"logitscope: {error}")
+    except EngineError as error:
+        return _fail(err, f"logitscope: {error}", 1)
+    if engine_factory is None:
+        _record_recent(plan.model)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""`Engine`: the real `EngineAPI`, an asyncio facade over the engine thread.
+
+Every call turns into a command for `engine.worker.EngineWorker`; results come back as plain data
+posted onto this event loop with `call_soon_threadsafe`. Importing this module does not import
+MLX (the worker imports it on its own thread), so a TUI can paint before the model loads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator, Callable
+
+from engine.api import (
+    EngineError,
+    EngineEvent,
+    GenerateRequest,
+    LoadProgress,
+    ModelInfo,
+    ProgressCallback,
+    SamplingParams,
+    TurnFinished,
+)
+from engine.worker import EngineWorker, GenerateCommand, LoadCommand, Sink, TurnControl
+
+
+class Engine:
+    """Local MLX inference with a KV cache reused across turns (see `engine.api.EngineAPI`)."""
+
+    def __init__(self, max_context: int = 0) -> None:
+        """`max_context` caps the context below the model's own limit (0 = the model's limit)."""
+        self._max_context = max_context
+        self._worker: EngineWorker | None = None  # started on first use
+        self._model: ModelInfo | None = None
+        self._turns: list[TurnControl] = []  # turns submitted and not yet finished
+        self._closed = False
+
+    @property
+    def model(self) -> ModelInfo | None:
+        """The loaded model, or None."""
+        return self._model
+
+    @property
+    def engine_thread_id(self) -> int | None:
+        """Identity of the thread that runs every MLX call (None before first use)."""
+        return self._worker.thread_id if self._worker is not None else None
+
+    async def load(
+        self, model: str, *, trust_remote_code: bool = False, on_progress: ProgressCallback | None = None
+    ) -> ModelInfo:
+        """Load a model by local path or hub id, replacing any loaded one. Raises ModelLoadError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        worker = self._ensure_worker()
+        self._model = None
+        worker.submit(LoadCommand(model, trust_remote_code, _progress(loop, on_progress), _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, ModelInfo)
+        self._model = item
+        return item
+
+    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+        """Start one turn now; iterate for its TokenEvents and the closing TurnFinished.
+
+        Leaving the iteration early (break, task cancelled) cancels the turn.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+            worker = self._ensure_worker()
+        except (EngineError, RuntimeError) as exc:
+            return _raising(exc if isinstance(exc, EngineError) else EngineError(str(exc)))
+        control = TurnControl(request.params)
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._turns.append(control)
+        worker.submit(GenerateCommand(request, control, _sink(loop, results, control)))
+        return self._events(results, control)
+
+    async def _events(self, results: asyncio.Queue[object], control: TurnControl) -> AsyncIterator[EngineEvent]:
+        """Relay one turn's results; an EngineError from the thread is raised here."""
+        try:
+            while True:
+                item = await results.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item  # type: ignore[misc]
+                if isinstance(item, TurnFinished):
+                    return
+        finally:
+            control.cancelled.set()  # harmless after the end; stops a turn whose reader left
+            if control in self._turns:
+                self._turns.remove(control)
+
+    def set_params(self, params: SamplingParams) -> None:
+        """Change sampling now: running turns use `params` from their next sampled token."""
+        for control in self._turns:
+            control.params = params
+
+    def cancel(self) -> None:
+        """Stop running (and queued) turns within one token; each finishes as "cancelled"."""
+        for control in self._turns:
+            control.cancelled.set()
+
+    async def close(self) -> None:
+        """Stop and join the engine thread, freeing the model there. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.cancel()
+        self._model = None
+        if self._worker is not None:
+            await asyncio.to_thread(self._worker.stop)
+
+    def _ensure_worker(self) -> EngineWorker:
+        if self._closed:
+            raise EngineError("The engine is closed.")
+        if self._worker is None:
+            self._worker = EngineWorker(self._max_context)
+        return self._worker
+
+
+def _sink(loop: asyncio.AbstractEventLoop, results: asyncio.Queue[object], control: TurnControl | None = None) -> Sink:
+    """A thread-safe door from the engine thread onto `results` in this event loop."""
+
+    def post(item: object) -> None:
+        try:
+            loop.call_soon_threadsafe(results.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody listens, so stop the turn
+            if control is not None:
+                control.cancelled.set()
+
+    return post
+
+
+def _progress(loop: asyncio.AbstractEventLoop, callback: ProgressCallback | None) -> Callable[[LoadProgress], None]:
+    """Load news, delivered to `callback` on the event loop's thread."""
+
+    def post(progress: LoadProgress) -> None:
+        if callback is not None:
+            try:
+                loop.call_soon_threadsafe(callback, progress)
+            except RuntimeError:
+                pass
+
+    return post
+
+
+async def _raising(error: EngineError) -> AsyncIterator[EngineEvent]:
+    """An event stream that fails at once (keeps `generate` errors on the iteration side)."""
+    raise error
+    yield  # pragma: no cover - makes this an async generator

@@ -1,0 +1,390 @@
+"""Where a model comes from: the demo, a local folder or the Hugging Face hub, checked before loading.
+
+Nothing here imports MLX, so the TUI's model picker (`list_local_models`) and the CLI can use it
+freely. `engine.models` calls `resolve_model` and `check_model_folder` on the engine thread before
+it hands the folder to mlx-lm: every way a model can be wrong is caught here first and turned into
+one line that says what to do, instead of a traceback from deep inside a loader.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import io
+import json
+import os
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from engine.api import LoadProgress, ModelLoadError
+
+DEMO_SPEC = "demo"
+Report = Callable[[LoadProgress], None]
+
+# What mlx-lm itself downloads (mlx_lm.utils.DEFAULT_ALLOW_PATTERNS): weights in safetensors only,
+# so a PyTorch-only repo never pulls gigabytes of .bin files it cannot use.
+ALLOW_PATTERNS = [
+    "*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken", "tiktoken.model",
+    "*.txt", "*.jsonl", "*.jinja",
+]
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+_FOREIGN_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt", "tf_model.h5")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model", "*.tiktoken", "vocab.json")
+
+
+def demo_model_path() -> Path:
+    """The small chat model that ships inside the package (``engine/demo_model/``)."""
+    return Path(__file__).resolve().parent / "demo_model"
+
+
+def looks_like_repo_id(spec: str) -> bool:
+    """True for ``owner/name`` that is not an existing local path."""
+    return bool(_REPO_ID.fullmatch(spec)) and not Path(spec).expanduser().exists()
+
+
+def resolve_model(spec: str, report: Report) -> tuple[Path, str]:
+    """The local folder for `spec` and a short display name, downloading from the hub if needed."""
+    spec = spec.strip()
+    if not spec:
+        raise ModelLoadError('no model given: pass a model folder, a Hugging Face repo id or "demo"')
+    if spec == DEMO_SPEC:
+        path = demo_model_path()
+        if not path.is_dir():
+            raise ModelLoadError(f"the demo model is missing from this install (expected {path}); reinstall logitscope")
+        return path, DEMO_SPEC
+    if looks_like_repo_id(spec):
+        return download_model(spec, report), spec
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise ModelLoadError(
+            f"model folder not found: {spec} (give a folder, a Hugging Face repo id like "
+            'mlx-community/Qwen3-0.6B-4bit, or "demo")'
+        )
+    return path.resolve(), path.resolve().name
+
+
+# ---------------------------------------------------------------------------------------------
+# Downloading
+
+
+def _progress_class(repo_id: str, report: Report) -> type:
+    """A tqdm class that forwards progress to `report` instead of drawing bars.
+
+    huggingface_hub creates one bar for the file count and two for bytes; each one reports its
+    own description and fraction. It may be called from download worker threads.
+    """
+    from tqdm.auto import tqdm
+
+    class _Reporter(tqdm):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.pop("name", None)
+            kwargs["file"] = io.StringIO()  # never drawn: display() below reports instead
+            super().__init__(*args, **kwargs)
+
+        def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+            total = self.total or 0
+            fraction = min(1.0, self.n / total) if total else None
+            what = self.desc or "downloading"
+            if self.unit == "B" and total:
+                what = f"{what} {self.n / 1e6:.1f} of {total / 1e6:.1f} MB"
+            report(LoadProgress(f"{repo_id}: {what}", fraction))
+            return True
+
+    return _Reporter
+
+
+def download_model(repo_id: str, report: Report, cache_dir: str | None = None) -> Path:
+    """Fetch (or find in the local cache) an MLX model repo; every failure is one clear line."""
+    from huggingface_hub import snapshot_download
+
+    report(LoadProgress(f"looking for {repo_id} on Hugging Face"))
+    try:
+        folder = snapshot_download(
+            repo_id, allow_patterns=ALLOW_PATTERNS, cache_dir=cache_dir,
+            tqdm_class=_progress_class(repo_id, report),
+        )
+    except Exception as error:  # every hub failure becomes one line for the user
+        raise _download_error(repo_id, error) from error
+    return Path(folder)
+
+
+def _download_error(repo_id: str, error: Exception) -> ModelLoadError:
+    """Map huggingface_hub's exceptions to what the user should do about them."""
+    from huggingface_hub import constants, errors
+
+    if isinstance(error, errors.GatedRepoError):
+        return ModelLoadError(f"{repo_id} is gated: accept its terms on huggingface.co, then log in with `hf auth login`")
+    if isinstance(error, errors.RepositoryNotFoundError):
+        return ModelLoadError(
+            f"no model {repo_id} on Hugging Face and no local folder of that name "
+            "(check the spelling; for a private repo log in with `hf auth login`)"
+        )
+    if isinstance(error, errors.RevisionNotFoundError):
+        return ModelLoadError(f"{repo_id} has no such revision on Hugging Face")
+    if isinstance(error, errors.IncompleteSnapshotError):
+        return ModelLoadError(f"the cached copy of {repo_id} is incomplete and Hugging Face cannot be reached; "
+                              "reconnect to finish the download, or pass a local folder")
+    if isinstance(error, errors.LocalEntryNotFoundError):
+        why = "offline mode is on (HF_HUB_OFFLINE)" if constants.HF_HUB_OFFLINE else "no network"
+        return ModelLoadError(f"cannot download {repo_id}: {why} and it is not in the local cache; "
+                              "download it once online or pass a local folder")
+    if isinstance(error, errors.HFValidationError):
+        return ModelLoadError(f"not a valid Hugging Face repo id: {repo_id}")
+    return ModelLoadError(f"cannot download {repo_id}: {one_line(error)}")
+
+
+def one_line(error: BaseException, limit: int = 240) -> str:
+    """The first line of an exception's message, shortened: what a user can read in a status bar."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking a folder before MLX sees it
+
+
+@functools.lru_cache(maxsize=1)
+def _mlx_lm_models() -> tuple[frozenset[str], dict[str, str]]:
+    """mlx-lm's model modules and its model_type remapping, read without importing mlx-lm.
+
+    Importing mlx_lm would load MLX, which the TUI must not do; its model modules are plain files
+    and MODEL_REMAPPING is a literal dict in utils.py, so both can be read from disk.
+    """
+    spec = importlib.util.find_spec("mlx_lm")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset(), {}
+    root = Path(list(spec.submodule_search_locations)[0])
+    types = frozenset(p.stem for p in (root / "models").glob("*.py") if not p.stem.startswith("_"))
+    return types, _read_remapping(root / "utils.py")
+
+
+def _read_remapping(utils_py: Path) -> dict[str, str]:
+    """MODEL_REMAPPING from mlx_lm/utils.py ({} if it moved: then only direct names match)."""
+    try:
+        tree = ast.parse(utils_py.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "MODEL_REMAPPING" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return {}
+            return {str(k): str(v) for k, v in value.items()}
+    return {}
+
+
+def is_supported_model_type(model_type: str) -> bool:
+    """Whether the installed mlx-lm has an implementation for this config.json model_type."""
+    types, remapping = _mlx_lm_models()
+    return remapping.get(model_type, model_type) in types
+
+
+def _has_any(folder: Path, patterns: tuple[str, ...]) -> bool:
+    return any(any(folder.glob(pattern)) for pattern in patterns)
+
+
+def _not_mlx(name: str) -> ModelLoadError:
+    return ModelLoadError(
+        f"{name} is not an MLX model (no model*.safetensors weights, only PyTorch/GGUF files); "
+        "pick an MLX build (e.g. from mlx-community) or convert it with `mlx_lm.convert`"
+    )
+
+
+def read_config(folder: Path, name: str) -> dict[str, Any]:
+    """config.json as a dict, or one line saying why the folder is not a model."""
+    config_file = folder / "config.json"
+    if not folder.is_dir():
+        raise ModelLoadError(f"{name} is a file, not a model folder: {folder}")
+    if not config_file.is_file():
+        if _has_any(folder, _FOREIGN_WEIGHTS):
+            raise _not_mlx(name)
+        raise ModelLoadError(f"{name} is not a model folder (no config.json in {folder})")
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelLoadError(f"{name}: config.json is unreadable ({one_line(error)})") from error
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{name}: config.json is not a JSON object")
+    return config
+
+
+def check_model_folder(folder: Path, name: str, *, trust_remote_code: bool) -> dict[str, Any]:
+    """Everything that can be checked without MLX: config, architecture, weights, tokenizer."""
+    config = read_config(folder, name)
+    model_file = config.get("model_file")
+    if model_file is not None and not trust_remote_code:
+        raise ModelLoadError(
+            f"{name} runs its own Python code ({model_file}) to build the model; allow it with "
+            "--trust-remote-code (trust_remote_code = true) only if you trust its author"
+        )
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ModelLoadError(f"{name}: config.json has no model_type, so the architecture is unknown")
+    if model_file is None and not is_supported_model_type(model_type):
+        raise ModelLoadError(
+            f"{name}: unsupported architecture {model_type!r} (this mlx-lm has no implementation for it; "
+            "try upgrading mlx-lm)"
+        )
+    check_weights(folder, name)
+    if not _has_any(folder, _TOKENIZER_FILES):
+        raise ModelLoadError(f"{name} has no tokenizer (no tokenizer.json, tokenizer.model or tiktoken file)")
+    return config
+
+
+def check_weights(folder: Path, name: str) -> None:
+    """Weights exist, every shard the index names is there, and no file is cut short."""
+    files = sorted(folder.glob("model*.safetensors"))
+    if not files:
+        if _has_any(folder, _FOREIGN_WEIGHTS):
+            raise _not_mlx(name)
+        raise ModelLoadError(f"{name} has no weights (no model*.safetensors in {folder})")
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
+        except (OSError, ValueError, AttributeError) as error:
+            raise ModelLoadError(f"{name}: model.safetensors.index.json is unreadable ({one_line(error)})") from error
+        missing = sorted(s for s in shards if not (folder / s).is_file())
+        if missing:
+            raise ModelLoadError(f"{name} is missing weight file {missing[0]} (of {len(missing)} missing); download it again")
+    for file in files:
+        check_safetensors(file, name)
+
+
+def check_safetensors(file: Path, name: str) -> None:
+    """A safetensors file is an 8-byte header length, a JSON header, then exactly the tensor bytes.
+
+    Checking that the sizes add up catches an interrupted download or copy before MLX reads it.
+    """
+    size = file.stat().st_size
+    with open(file, "rb") as f:
+        head = f.read(8)
+        if head.startswith(b"version "):
+            raise ModelLoadError(f"{name}: {file.name} is a Git LFS pointer, not the weights; run `git lfs pull`")
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < length <= min(size - 8, 100_000_000):
+            raise ModelLoadError(f"{name}: weight file {file.name} is corrupt (bad header); download it again")
+        try:
+            header = json.loads(f.read(length))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
+            raise ModelLoadError(f"{name}: weight file {file.name} is corrupt (bad header); download it again") from error
+    if 8 + length + end != size:
+        raise ModelLoadError(
+            f"{name}: weight file {file.name} is truncated or corrupt ({size} bytes, expected {8 + length + end}); "
+            "download it again"
+        )
+
+
+def is_loadable_folder(folder: Path) -> bool:
+    """A cheap yes/no for the model picker: config, supported architecture, safetensors present."""
+    try:
+        config = read_config(folder, folder.name)
+    except ModelLoadError:
+        return False
+    model_type = config.get("model_type")
+    return (
+        isinstance(model_type, str)
+        and "model_file" not in config
+        and is_supported_model_type(model_type)
+        and any(folder.glob("model*.safetensors"))
+    )
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One row of the model picker. `spec` is what to pass to `EngineAPI.load`."""
+
+    spec: str
+    name: str
+    source: Literal["demo", "recent", "cache"]
+    path: str | None  # the local folder, or None when it would have to be downloaded
+    size_bytes: int = 0  # 0 = unknown
+
+
+# ---------------------------------------------------------------------------------------------
+# The model picker: demo, recently used, and what the Hugging Face cache already holds
+
+_RECENT_LIMIT = 12
+
+
+def state_dir(env: dict[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/logitscope`` (``~/.local/state`` by default): history, not settings."""
+    env = dict(os.environ) if env is None else env
+    base = env.get("XDG_STATE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "logitscope"
+
+
+def _normalise_spec(spec: str) -> str:
+    """Local folders are remembered by absolute path, so they work from any directory."""
+    spec = spec.strip()
+    if spec == DEMO_SPEC or looks_like_repo_id(spec):
+        return spec
+    return str(Path(spec).expanduser().resolve())
+
+
+def recent_models(directory: str | Path | None = None) -> list[str]:
+    """Specs loaded recently, newest first; an unreadable history file is just an empty one."""
+    file = Path(directory or state_dir()) / "recent.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    specs = data.get("recent", []) if isinstance(data, dict) else []
+    return [s for s in specs if isinstance(s, str) and s][:_RECENT_LIMIT]
+
+
+def record_recent(spec: str, directory: str | Path | None = None) -> None:
+    """Put `spec` first in the recent list. Best effort: a read-only home never breaks loading."""
+    folder = Path(directory or state_dir())
+    spec = _normalise_spec(spec)
+    specs = [spec] + [s for s in recent_models(folder) if s != spec]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        temporary = folder / "recent.json.tmp"
+        temporary.write_text(json.dumps({"recent": specs[:_RECENT_LIMIT]}, indent=1), encoding="utf-8")
+        temporary.replace(folder / "recent.json")
+    except OSError:
+        pass
+
+
+def cached_models(cache_dir: str | Path | None = None) -> list[ModelEntry]:
+    """Models in the local Hugging Face cache that mlx-lm can load (newest revision of each)."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        info = scan_cache_dir(cache_dir)
+    except (CacheNotFound, OSError, ValueError):
+        return []
+    entries = []
+    for repo in sorted(info.repos, key=lambda r: r.repo_id.lower()):
+        if repo.repo_type != "model" or not repo.revisions:
+            continue
+        newest = max(repo.revisions, key=lambda r: r.last_modified)
+        if is_loadable_folder(Path(newest.snapshot_path)):
+            entries.append(ModelEntry(repo.repo_id, repo.repo_id, "cache", str(newest.snapshot_path), repo.size_on_disk))
+    return entries
+
+
+def list_local_models(cache_dir: str | Path | None = None, state: str | Path | None = None) -> list[ModelEntry]:
+    """The picker's list: the demo, then recently used models, then the rest of the HF cache."""
+    cached = {entry.spec: entry for entry in cached_models(cache_dir)}
+    entries: list[ModelEntry] = []
+    if demo_model_path().is_dir():
+        entries.append(ModelEntry(DEMO_SPEC, "demo (built-in)", "demo", str(demo_model_path())))
+    for spec in recent_models(state):
+        if spec == DEMO_SPEC:
+            continue
+        if spec in cached:
+            entries.append(replace(cached.pop(spec), source="recent"))
+        elif looks_like_repo_id(spec):
+            entries.append(ModelEntry(spec, spec, "recent", None))
+        elif Path(spec).is_dir():
+            entries.append(ModelEntry(spec, Path(spec).name, "recent", spec))
+    return entries + list(cached.values())

@@ -1,0 +1,94 @@
+"""A loaded model and its KV cache, with the exact list of token ids that sit in that cache.
+
+The cache lives across turns. Every turn the caller's whole conversation is rendered to ids; the
+longest prefix shared with `tokens` is kept, the rest of the cache is trimmed off, and only the
+new suffix is prefilled. Caches that cannot be trimmed (a sliding-window `RotatingKVCache` that has
+wrapped, SSM state) are rebuilt from scratch instead: slower, never silently wrong.
+
+Runs on the engine thread only (it imports MLX).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import mlx.core as mx
+from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
+
+from engine.prompt import common_prefix_len
+from engine.textstream import PieceCache
+
+PREFILL_CHUNK = 512  # tokens per prefill forward pass: bounds peak memory on long prompts
+
+
+class Session:
+    """One loaded model: weights, tokenizer, and the cache bookkeeping between turns."""
+
+    def __init__(self, model: Any, tokenizer: Any, context_limit: int) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.context_limit = context_limit
+        self.pieces = PieceCache(tokenizer)
+        self.stream = mx.new_stream(mx.default_device())  # created on, and used by, this thread
+        self.cache: list[Any] = make_prompt_cache(model)
+        self.tokens: list[int] = []  # exactly the ids whose keys/values are in `cache`, in order
+        self.rebuilds = 0  # how often a non-trimmable cache had to be thrown away (for tests, stats)
+
+    def reuse_prefix(self, prompt: Sequence[int]) -> int:
+        """Cut the cache back to what `prompt` shares with it; returns how many ids are reused.
+
+        At least one prompt id is always left to prefill, since the next token's logits come
+        from feeding the last prompt id.
+        """
+        keep = common_prefix_len(self.tokens, prompt)
+        if keep == len(prompt):
+            keep -= 1
+        drop = len(self.tokens) - keep
+        if drop > 0:
+            if not can_trim_prompt_cache(self.cache) or trim_prompt_cache(self.cache, drop) != drop:
+                self.reset_cache()
+                return 0
+            del self.tokens[keep:]
+        return keep
+
+    def reset_cache(self) -> None:
+        """Start from an empty cache (also the safe state after a failed turn)."""
+        self.cache = make_prompt_cache(self.model)
+        self.tokens = []
+        self.rebuilds += 1
+
+    def prefill(self, ids: Sequence[int]) -> None:
+        """Feed `ids` into the cache without asking for logits, in bounded chunks."""
+        for start in range(0, len(ids), PREFILL_CHUNK):
+            chunk = list(ids[start : start + PREFILL_CHUNK])
+            self.model(mx.array(chunk, dtype=mx.int32)[None], cache=self.cache)
+            mx.eval([c.state for c in self.cache])
+            self.tokens.extend(chunk)
+
+    def forward(self, ids: mx.array) -> mx.array:
+        """Feed 1-D `ids` (lazily) and return the logits after the last one, shape (vocab,).
+
+        The caller records the fed ids in `tokens` once their values are known.
+        """
+        return self.model(ids[None], cache=self.cache)[0, -1, :]
+
+    def check(self) -> None:
+        """Assert the bookkeeping invariant: the id list is exactly as long as the cache."""
+        offset = cache_offset(self.cache)
+        if offset is not None and offset != len(self.tokens):
+            raise AssertionError(f"cache holds {offset} positions but {len(self.tokens)} ids are recorded")
+
+    def close(self) -> None:
+        """Drop the cache and free MLX's buffer cache (on this thread, like every MLX call)."""
+        self.cache = []
+        self.tokens = []
+        mx.clear_cache()
+
+
+def cache_offset(cache: Sequence[Any]) -> int | None:
+    """Positions held by a model's cache, where the cache type says (SSM caches do not)."""
+    for layer_cache in cache:
+        offset = getattr(layer_cache, "offset", None)
+        if isinstance(offset, int):
+            return offset
+    return None

@@ -1,0 +1,182 @@
+"""One turn: render, reuse the cache, prefill the new suffix, then the pipelined decode loop.
+
+The loop mirrors mlx-lm's `generate_step`: the step for token t+1 is built and handed to
+`mx.async_eval` *before* token t is read, so the device computes while Python builds the event.
+That means every token read has already been fed to the model (stop tokens included), which
+`Session.tokens` records, keeping the id list equal to the cache offset.
+
+Per token there is exactly one device-to-host transfer: the sampler's packed row (`.tolist()`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import mlx.core as mx
+
+from engine.api import Candidate, ContextLimitError, FinishReason, GenerateRequest, TokenEvent, TurnFinished
+from engine.prompt import message_ids, render_prompt
+from engine.sampling import LiveSampler
+from engine.session import Session
+from engine.textstream import ReplyText
+from engine.worker import TurnControl
+
+
+@dataclass
+class _Pending:
+    """A sampled token not yet read back: its id (1,) and its packed statistics row."""
+
+    token: mx.array
+    row: mx.array
+
+
+class _Decoder:
+    """Feeds ids, samples with the live parameters, and keeps the sampler's context array."""
+
+    def __init__(self, session: Session, control: TurnControl, prompt: list[int]) -> None:
+        self.session = session
+        self.control = control
+        self.params = control.params
+        self.sampler: LiveSampler | None = None
+        self.context = mx.array(prompt, dtype=mx.int32)  # every id fed so far, once the prompt is in
+
+    def step(self, fed: mx.array, extend_context: bool = True) -> _Pending:
+        """Feed `fed` and sample the next token from the resulting logits (lazily, then async)."""
+        logits = self.session.forward(fed)
+        if extend_context:
+            self.context = mx.concatenate([self.context, fed])
+        params = self.control.params
+        if self.sampler is None:
+            self.sampler = LiveSampler(logits.shape[-1], params, params.seed)
+        elif params is not self.params:
+            self.sampler.set_params(params)
+        self.params = params
+        token, row = self.sampler.step(logits, self.context)
+        mx.async_eval(token, row, self.context)
+        return _Pending(token, row)
+
+
+def run_turn(
+    session: Session, request: GenerateRequest, control: TurnControl, emit: Callable[[TokenEvent], None]
+) -> TurnFinished:
+    """Generate one reply, emitting a TokenEvent per token; returns the closing TurnFinished."""
+    started = time.perf_counter()
+    prompt = render_prompt(session.tokenizer, request.messages, request.continue_last)
+    _check_fits(len(prompt), session.context_limit)
+    prefix = message_ids(session.tokenizer, request.messages[-1]) if request.continue_last else []
+    reused = session.reuse_prefix(prompt)
+    suffix = prompt[reused:]
+    loop = _DecodeLoop(session, control, prefix, len(prompt), emit)
+    with mx.stream(session.stream):
+        session.prefill(suffix[:-1])
+        decoder = _Decoder(session, control, prompt)
+        pending = decoder.step(mx.array(suffix[-1:], dtype=mx.int32), extend_context=False)
+        session.tokens.append(suffix[-1])
+        reason = loop.run(decoder, pending)
+    session.check()
+    return loop.finished(prompt, reused, started, reason)
+
+
+def _check_fits(prompt_tokens: int, limit: int) -> None:
+    """A prompt must leave room for at least one new token."""
+    if prompt_tokens >= limit:
+        raise ContextLimitError(
+            f"The conversation is {prompt_tokens} tokens but the context limit is {limit}: "
+            "remove or shorten messages, or start a new conversation."
+        )
+
+
+class _DecodeLoop:
+    """The token loop of one turn and what it measured."""
+
+    def __init__(
+        self,
+        session: Session,
+        control: TurnControl,
+        prefix: list[int],
+        prompt_len: int,
+        emit: Callable[[TokenEvent], None],
+    ) -> None:
+        self.session = session
+        self.control = control
+        self.emit = emit
+        self.prompt_len = prompt_len
+        self.reply = list(prefix)
+        self.new = 0
+        self.text = ReplyText(session.tokenizer, prefix)
+        self.eos = set(session.tokenizer.eos_token_ids)
+        self.reads = 0  # tokens read back, stop token included
+        self.first_at: float | None = None
+        self.last_at = 0.0
+        self.prefill_started = time.perf_counter()  # created right before the prefill
+
+    def run(self, decoder: _Decoder, pending: _Pending) -> FinishReason:
+        """Read tokens until a stop token, max_tokens, the context limit, or a cancel."""
+        while True:
+            if self.control.cancelled.is_set():
+                return "cancelled"
+            upcoming = decoder.step(pending.token)  # feeds the pending token: pipelining
+            row: list[float] = pending.row.tolist()
+            token = int(row[0])
+            self.session.tokens.append(token)
+            self._tick()
+            if token in self.eos:
+                return "stop"
+            self.emit(self._event(token, row))
+            self.reply.append(token)
+            self.new += 1
+            if self.new >= self.control.params.max_tokens or self._context_full():
+                return "length"
+            pending = upcoming
+
+    def _context_full(self) -> bool:
+        """Prompt plus new tokens reached the limit: the next token would have no position."""
+        return self.prompt_len + self.new >= self.session.context_limit
+
+    def _tick(self) -> None:
+        """Note when a token was read (for time-to-first-token and decode speed)."""
+        self.reads += 1
+        now = time.perf_counter()
+        if self.first_at is None:
+            self.first_at = now
+        self.last_at = now
+
+    def _event(self, token: int, row: list[float]) -> TokenEvent:
+        """The event for one token, built from its packed statistics row."""
+        n = (len(row) - 5) // 3
+        stats = LiveSampler.unpack(row, n)
+        pieces = self.session.pieces
+        return TokenEvent(
+            index=len(self.reply),
+            id=token,
+            text=self.text.add(token),
+            piece=pieces(token),
+            logprob=stats.logprob,
+            sampled_prob=stats.sampled_prob,
+            rank=stats.rank,
+            entropy=stats.entropy,
+            candidates=tuple(Candidate(cid, pieces(cid), lp, sp) for cid, lp, sp in stats.candidates),
+        )
+
+    def finished(self, prompt: list[int], reused: int, started: float, reason: FinishReason) -> TurnFinished:
+        """The closing record: cache bookkeeping and speeds."""
+        first_at = self.first_at if self.first_at is not None else time.perf_counter()
+        prefill_s = max(first_at - self.prefill_started, 1e-9)
+        decode_s = self.last_at - first_at
+        return TurnFinished(
+            prompt_ids=tuple(prompt),
+            prompt_tokens=len(prompt),
+            reused_tokens=reused,
+            prefilled_tokens=len(prompt) - reused,
+            generated_tokens=self.new,
+            token_ids=tuple(self.reply),
+            text=self.text.finish(),
+            ttft_s=first_at - started,
+            prefill_tps=(len(prompt) - reused) / prefill_s,
+            decode_tps=(self.reads - 1) / decode_s if self.reads > 1 and decode_s > 0 else 0.0,
+            finish_reason=reason,
+            context_used=len(self.session.tokens),
+            context_limit=self.session.context_limit,
+        )

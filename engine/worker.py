@@ -1,0 +1,173 @@
+"""The engine thread: the one thread that ever touches MLX, fed by a command queue.
+
+MLX streams belong to a thread (the Metal build crashes when a model is driven from another), so
+loading, prefill, decoding, cache trimming and teardown all happen here. Callers submit commands
+and receive plain data through a `Sink`, a thread-safe callable they supply (the async client
+posts onto its event loop with `call_soon_threadsafe`).
+
+MLX and mlx-lm are imported lazily inside the thread, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+from engine.api import EngineError, GenerateRequest, LoadProgress, ModelInfo, ModelLoadError, SamplingParams
+
+if TYPE_CHECKING:
+    from engine.session import Session
+
+Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
+DEFAULT_CONTEXT = 4096  # when neither the model's config nor the caller says
+
+
+@dataclass
+class TurnControl:
+    """What a caller may change while its turn runs: shared between two threads.
+
+    `params` is replaced whole (never mutated), which is atomic; the decode loop picks up the
+    new object before sampling its next token. `cancelled` is checked between tokens.
+    """
+
+    params: SamplingParams
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class LoadCommand:
+    spec: str
+    trust_remote_code: bool
+    on_progress: Callable[[LoadProgress], None]
+    sink: Sink
+
+
+@dataclass(frozen=True)
+class GenerateCommand:
+    request: GenerateRequest
+    control: TurnControl
+    sink: Sink
+
+
+@dataclass(frozen=True)
+class StopCommand:
+    """Ends the thread after everything queued before it."""
+
+
+Command = Union[LoadCommand, GenerateCommand, StopCommand]
+
+
+def _load_model(spec: str, trust_remote_code: bool, on_progress: Callable[[LoadProgress], None]) -> tuple[Any, Any]:
+    """Load (model, mlx-lm TokenizerWrapper) for `spec`; the one place the engine loads weights."""
+    from mlx_lm.utils import load
+
+    on_progress(LoadProgress(f"Loading {spec}"))
+    try:
+        model, tokenizer = load(spec, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # mlx-lm raises many kinds; the user gets one line
+        raise ModelLoadError(f"Could not load {spec}: {_one_line(exc)}") from exc
+    return model, tokenizer
+
+
+class EngineWorker:
+    """Owns the engine thread and the session (model + cache) that lives on it."""
+
+    def __init__(self, max_context: int = 0) -> None:
+        self._max_context = max_context
+        self._commands: queue.Queue[Command] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
+        self._thread.start()
+
+    @property
+    def thread_id(self) -> int | None:
+        """The engine thread's identity (tests check that MLX only ran there)."""
+        return self._thread.ident
+
+    def submit(self, command: Command) -> None:
+        """Queue a command; it runs after every command submitted before it."""
+        self._commands.put(command)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Finish queued work, free the model on its own thread, and join the thread."""
+        if self._thread.is_alive():
+            self._commands.put(StopCommand())
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        session: Session | None = None
+        while True:
+            command = self._commands.get()
+            if isinstance(command, StopCommand):
+                break
+            if isinstance(command, LoadCommand):
+                session = self._load(command, session)
+            else:
+                self._generate(command, session)
+        if session is not None:
+            session.close()
+
+    def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
+        """Replace the loaded model; on failure the old one is already gone (memory first)."""
+        if old is not None:
+            old.close()
+        try:
+            from engine.session import Session
+
+            model, tokenizer = _load_model(command.spec, command.trust_remote_code, command.on_progress)
+            limit = _context_limit(model, self._max_context)
+            session = Session(model, tokenizer, limit)
+            command.sink(_model_info(command.spec, model, tokenizer, limit))
+            return session
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # never let the thread die; the caller gets one line
+            command.sink(ModelLoadError(f"Could not load {command.spec}: {_one_line(exc)}"))
+        return None
+
+    def _generate(self, command: GenerateCommand, session: Session | None) -> None:
+        """Run one turn; any failure ends it with one EngineError and a clean cache."""
+        if session is None:
+            command.sink(EngineError("No model is loaded: load one first."))
+            return
+        try:
+            from engine.turn import run_turn
+
+            command.sink(run_turn(session, command.request, command.control, command.sink))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:
+            session.reset_cache()  # the cache may hold ids the bookkeeping never saw
+            command.sink(EngineError(f"Generation failed: {_one_line(exc)}"))
+
+
+def _context_limit(model: Any, max_context: int) -> int:
+    """The model's own context (config max_position_embeddings), capped by `max_context` if set."""
+    own = getattr(getattr(model, "args", None), "max_position_embeddings", None)
+    limit = own if isinstance(own, int) and own > 0 else DEFAULT_CONTEXT
+    return min(limit, max_context) if max_context > 0 else limit
+
+
+def _model_info(spec: str, model: Any, tokenizer: Any, limit: int) -> ModelInfo:
+    """What the caller may know about the loaded model (plain data only)."""
+    from mlx.utils import tree_flatten
+
+    params = tree_flatten(model.parameters())
+    path = Path(spec).expanduser()
+    return ModelInfo(
+        name=path.name or spec,
+        path=str(path.resolve()) if path.exists() else spec,
+        context_limit=limit,
+        vocab_size=int(getattr(getattr(model, "args", None), "vocab_size", 0) or len(tokenizer)),
+        has_chat_template=bool(tokenizer.has_chat_template),
+        parameters=sum(int(a.size) for _, a in params),
+        dtype=str(params[0][1].dtype).removeprefix("mlx.core.") if params else "unknown",
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one short line for the user."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,38 @@
+"""Shared fixtures: tiny model folders, built once per test session (offline, seconds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tinymodels import build_model
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tiny-models")
+
+
+@pytest.fixture(scope="session")
+def chatml_model(tiny_root: Path) -> Path:
+    """A tiny Llama with a ChatML template (stop token <|im_end|>)."""
+    return build_model(tiny_root / "chatml", "chatml")
+
+
+@pytest.fixture(scope="session")
+def llama3_model(tiny_root: Path) -> Path:
+    """A tiny Llama with a Llama-3 style template (bos text in the template, stop <|eot_id|>)."""
+    return build_model(tiny_root / "llama3", "llama3", seed=1)
+
+
+@pytest.fixture(scope="session")
+def plain_model(tiny_root: Path) -> Path:
+    """A tiny Llama without a chat template: plain continuation after <s>."""
+    return build_model(tiny_root / "plain", "none", seed=2)
+
+
+@pytest.fixture(scope="session")
+def window_model(tiny_root: Path) -> Path:
+    """A tiny Llama whose first layer has a 12-token sliding window (RotatingKVCache)."""
+    return build_model(tiny_root / "window", "chatml", seed=3, sliding_window=12)

@@ -1,0 +1,62 @@
+"""Test helpers for the engine: run a turn, and independent references computed without it.
+
+The references use mlx-lm directly on this (the test's) thread with a fresh cache each time, so
+they share nothing with the engine's cache bookkeeping, prompt splicing or sampler.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.generate import generate_step
+from mlx_lm.utils import load
+
+from engine.api import GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=12, candidates=5)
+
+
+async def run(
+    engine: Any, messages: Sequence[Message], params: SamplingParams = GREEDY, *, continue_last: bool = False
+) -> tuple[list[TokenEvent], TurnFinished]:
+    """One whole turn: its token events and the closing record."""
+    events: list[TokenEvent] = []
+    async for item in engine.generate(GenerateRequest(tuple(messages), params, continue_last)):
+        if isinstance(item, TurnFinished):
+            return events, item
+        events.append(item)
+    raise AssertionError("the turn ended without a TurnFinished")
+
+
+def reply(finished: TurnFinished) -> Message:
+    """The assistant message a caller appends after a turn (exact ids, no stop token)."""
+    return Message("assistant", finished.text, finished.token_ids)
+
+
+@lru_cache(maxsize=8)
+def reference(path: Path) -> tuple[Any, Any]:
+    """The model and tokenizer loaded independently of the engine (once per folder)."""
+    return load(str(path))
+
+
+def cold_greedy(path: Path, prompt_ids: Sequence[int], max_tokens: int) -> list[int]:
+    """Greedy ids from a fresh cache via mlx-lm's own generate_step, cut at the first stop id."""
+    model, tokenizer = reference(path)
+    out: list[int] = []
+    for token, _ in generate_step(mx.array(list(prompt_ids)), model, max_tokens=max_tokens):
+        if int(token) in tokenizer.eos_token_ids:
+            break
+        out.append(int(token))
+    return out
+
+
+def cold_logprobs(path: Path, ids: Sequence[int]) -> np.ndarray:
+    """log softmax of the logits after `ids`, from a single cache-free forward pass."""
+    model, _ = reference(path)
+    logits = model(mx.array(list(ids))[None])[0, -1, :].astype(mx.float32)
+    logprobs = logits - mx.logsumexp(logits)
+    return np.array(logprobs)

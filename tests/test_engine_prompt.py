@@ -1,0 +1,88 @@
+"""Rendering conversations to ids: template text, exact reply ids spliced in, plain models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlx_lm.utils import load_tokenizer
+
+from engine.api import EngineError, Message
+from engine.prompt import common_prefix_len, render_prompt
+
+
+def _tokenizer(path: Path) -> Any:
+    return load_tokenizer(path)
+
+
+def test_common_prefix_len() -> None:
+    assert common_prefix_len([], [1, 2]) == 0
+    assert common_prefix_len([1, 2, 3], [1, 2, 3]) == 3
+    assert common_prefix_len([1, 2, 3], [1, 2]) == 2
+    assert common_prefix_len([1, 9, 3], [1, 2, 3]) == 1
+    assert common_prefix_len([5], [6]) == 0
+
+
+@pytest.mark.parametrize("flavour", ["chatml_model", "llama3_model"])
+def test_template_render_matches_tokenizing_the_template(flavour: str, request: pytest.FixtureRequest) -> None:
+    """When a reply's ids are its canonical tokenization, splicing changes nothing."""
+    tok = _tokenizer(request.getfixturevalue(flavour))
+    texts = [("system", "be kind"), ("user", "hello cat"), ("assistant", "the dog sat"), ("user", "and then?")]
+    messages = [
+        Message(role, text, tuple(tok.encode(text, add_special_tokens=False)) if role == "assistant" else None)
+        for role, text in texts
+    ]
+    expected = tok.apply_chat_template(
+        [{"role": r, "content": t} for r, t in texts], tokenize=True, add_generation_prompt=True
+    )
+    assert render_prompt(tok, messages, continue_last=False) == list(expected)
+
+
+def test_reply_ids_are_spliced_verbatim_never_retokenized(chatml_model: Path) -> None:
+    tok = _tokenizer(chatml_model)
+    odd_ids = tuple(tok.encode("h", add_special_tokens=False) + tok.encode("ello", add_special_tokens=False))
+    assert list(odd_ids) != tok.encode("hello", add_special_tokens=False)  # not the canonical split
+    messages = [Message("user", "hi"), Message("assistant", "hello", odd_ids), Message("user", "more")]
+    ids = render_prompt(tok, messages, continue_last=False)
+    head = tok.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    assert ids[: len(head)] == head
+    assert tuple(ids[len(head) : len(head) + len(odd_ids)]) == odd_ids
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    assert ids[len(head) + len(odd_ids)] == im_end  # special-token text parses to its id
+
+
+def test_continue_last_appends_the_partial_reply(llama3_model: Path) -> None:
+    tok = _tokenizer(llama3_model)
+    history = [Message("user", "hello cat")]
+    partial = Message("assistant", "", (300, 301, 7))
+    ids = render_prompt(tok, [*history, partial], continue_last=True)
+    assert ids == render_prompt(tok, history, continue_last=False) + [300, 301, 7]
+    assert ids[0] == tok.bos_token_id  # the template's {{ bos_token }} text became the bos id
+
+
+def test_model_without_template_continues_plain_text(plain_model: Path) -> None:
+    tok = _tokenizer(plain_model)
+    assert not tok.has_chat_template
+    messages = [Message("user", "once upon"), Message("assistant", " a time", (11, 12)), Message("user", " there")]
+    ids = render_prompt(tok, messages, continue_last=False)
+    once = tok.encode("once upon", add_special_tokens=False)
+    there = tok.encode(" there", add_special_tokens=False)
+    assert ids == [tok.bos_token_id, *once, 11, 12, *there]
+
+
+@pytest.mark.parametrize(
+    ("messages", "continue_last", "words"),
+    [
+        ((), False, "empty"),
+        ((Message("user", "hi"),), True, "Only an assistant message"),
+        ((Message("user", "hi"), Message("assistant", "yo", (5,))), False, "already ends with a reply"),
+    ],
+)
+def test_bad_conversations_are_refused_in_one_line(
+    chatml_model: Path, messages: tuple[Message, ...], continue_last: bool, words: str
+) -> None:
+    tok = _tokenizer(chatml_model)
+    with pytest.raises(EngineError, match=words) as info:
+        render_prompt(tok, messages, continue_last)
+    assert "\n" not in str(info.value)

@@ -1,0 +1,198 @@
+"""One turn's behaviour: statistics against an independent forward pass, stopping, cancelling,
+live parameters, the context limit and seeded reproducibility."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from pathlib import Path
+from typing import AsyncIterator
+
+import numpy as np
+import pytest
+from engine_helpers import GREEDY, cold_logprobs, reply, run
+from tinymodels import with_extra_eos
+
+from engine.api import ContextLimitError, GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
+from engine.client import Engine
+
+HELLO = [Message("user", "hello the cat")]
+
+
+@pytest.fixture
+async def engine() -> AsyncIterator[Engine]:
+    eng = Engine()
+    yield eng
+    await eng.close()
+
+
+@pytest.fixture
+def slow_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every decode step takes 40 ms, so a test can act between two tokens."""
+    from engine.session import Session
+
+    original = Session.forward
+
+    def slow(self: Session, ids: object) -> object:
+        time.sleep(0.04)
+        return original(self, ids)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Session, "forward", slow)
+
+
+def _check_stats(event: TokenEvent, logprobs: np.ndarray, sampled: np.ndarray) -> None:
+    """One event against the reference raw distribution and the expected sampled one."""
+    assert event.logprob == pytest.approx(logprobs[event.id], abs=1e-4)
+    assert event.rank == 1 + int(np.sum(logprobs > logprobs[event.id] + 1e-6))
+    assert event.entropy == pytest.approx(float(-np.sum(np.exp(logprobs) * logprobs)), abs=1e-4)
+    assert event.sampled_prob == pytest.approx(sampled[event.id], abs=1e-5)
+    best = np.argsort(-logprobs, kind="stable")[: len(event.candidates)]
+    assert [c.id for c in event.candidates] == best.tolist()
+    for c in event.candidates:
+        assert c.logprob == pytest.approx(logprobs[c.id], abs=1e-4)
+        assert c.sampled_prob == pytest.approx(sampled[c.id], abs=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+async def test_token_statistics_match_an_independent_forward_pass(
+    chatml_model: Path, engine: Engine, temperature: float
+) -> None:
+    await engine.load(str(chatml_model))
+    params = SamplingParams(temperature=temperature, max_tokens=8, candidates=6, seed=3)
+    _, first = await run(engine, HELLO, params)  # so the measured turn runs on a reused cache
+    conversation = [*HELLO, reply(first), Message("user", "and the dog")]
+    events, finished = await run(engine, conversation, params)
+    assert finished.reused_tokens > 0 and len(events) == 8
+    pieces = {c.id: c.text for e in events for c in e.candidates}
+    for i, event in enumerate(events):
+        logprobs = cold_logprobs(chatml_model, finished.prompt_ids + finished.token_ids[:i])
+        if temperature == 0.0:
+            sampled = (np.arange(logprobs.size) == np.argmax(logprobs)).astype(float)
+        else:
+            scaled = np.exp((logprobs - logprobs.max()) / temperature)
+            sampled = scaled / scaled.sum()
+        _check_stats(event, logprobs, sampled)
+        assert event.index == i and len(event.candidates) == 6
+        assert event.piece == pieces.get(event.id, event.piece)
+    assert finished.text.startswith("".join(e.text for e in events))
+
+
+async def test_stops_on_any_stop_id_which_stays_cached(chatml_model: Path, tmp_path: Path, engine: Engine) -> None:
+    await engine.load(str(chatml_model))
+    _, free = await run(engine, HELLO)
+    stop_id = free.token_ids[3]
+    cut = free.token_ids.index(stop_id)
+    await engine.load(str(with_extra_eos(chatml_model, tmp_path / "stops", stop_id)))
+    events, stopped = await run(engine, HELLO)
+    assert stopped.finish_reason == "stop"
+    assert stopped.token_ids == free.token_ids[:cut] == tuple(e.id for e in events)
+    assert stopped.context_used == stopped.prompt_tokens + cut + 1  # the stop id was fed, and kept
+    _, next_turn = await run(engine, [*HELLO, reply(stopped), Message("user", "so")])
+    assert next_turn.reused_tokens == stopped.prompt_tokens + cut
+
+
+async def test_cancel_stops_within_one_token_and_keeps_the_cache(
+    chatml_model: Path, engine: Engine, slow_model: None
+) -> None:
+    await engine.load(str(chatml_model))
+    seen: list[TokenEvent] = []
+    finished: TurnFinished | None = None
+    async for item in engine.generate(GenerateRequest(tuple(HELLO), GREEDY.with_changes(max_tokens=200))):
+        if isinstance(item, TurnFinished):
+            finished = item
+        else:
+            seen.append(item)
+            if len(seen) == 3:
+                engine.cancel()
+                cancelled_at = 3
+    assert finished is not None and finished.finish_reason == "cancelled"
+    assert finished.generated_tokens <= cancelled_at + 1
+    assert finished.token_ids == tuple(e.id for e in seen)
+    _, after = await run(engine, [*HELLO, reply(finished), Message("user", "go on")])
+    assert after.reused_tokens == finished.prompt_tokens + finished.generated_tokens
+
+
+async def test_leaving_the_stream_early_cancels_the_turn(chatml_model: Path, engine: Engine, slow_model: None) -> None:
+    await engine.load(str(chatml_model))
+    stream = engine.generate(GenerateRequest(tuple(HELLO), GREEDY.with_changes(max_tokens=500)))
+    async for _ in stream:
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    started = time.perf_counter()
+    _, finished = await run(engine, HELLO)  # queued behind the abandoned turn
+    assert time.perf_counter() - started < 5  # not 500 slow tokens later
+    assert finished.finish_reason == "length"
+
+
+async def test_set_params_applies_from_the_next_token(chatml_model: Path, engine: Engine, slow_model: None) -> None:
+    await engine.load(str(chatml_model))
+    params = GREEDY.with_changes(max_tokens=40, candidates=2)
+    counts: list[int] = []
+    finished: TurnFinished | None = None
+    async for item in engine.generate(GenerateRequest(tuple(HELLO), params)):
+        if isinstance(item, TurnFinished):
+            finished = item
+            break
+        counts.append(len(item.candidates))
+        if len(counts) == 2:
+            engine.set_params(params.with_changes(candidates=4, max_tokens=6))
+    assert finished is not None
+    assert counts[:2] == [2, 2] and counts[-1] == 4  # same turn, no restart
+    assert (finished.finish_reason, finished.generated_tokens) == ("length", 6)
+
+
+async def test_context_limit(chatml_model: Path) -> None:
+    engine = Engine(max_context=40)
+    try:
+        info = await engine.load(str(chatml_model))
+        assert info.context_limit == 40
+        too_long = [Message("user", "the cat sat on the mat and then it ran far away " * 3)]
+        with pytest.raises(ContextLimitError, match="context limit is 40"):
+            await run(engine, too_long)
+        events, finished = await run(engine, HELLO, GREEDY.with_changes(max_tokens=500))
+        assert finished.finish_reason == "length"
+        assert finished.context_used == finished.prompt_tokens + len(events) == 40
+        assert (finished.context_limit, finished.generated_tokens) == (40, 40 - finished.prompt_tokens)
+        with pytest.raises(ContextLimitError):
+            await run(engine, [*HELLO, reply(finished), Message("user", "more")])
+        _, fresh = await run(engine, HELLO)  # still usable after a refusal
+        assert fresh.generated_tokens > 0
+    finally:
+        await engine.close()
+
+
+async def test_same_seed_and_params_reproduce_a_reply(chatml_model: Path, engine: Engine) -> None:
+    await engine.load(str(chatml_model))
+    params = SamplingParams(temperature=1.2, top_p=0.95, max_tokens=10, seed=1234)
+    _, first = await run(engine, HELLO, params)
+    _, again = await run(engine, HELLO, params)  # regenerate: cache reused
+    other = Engine()
+    try:
+        await other.load(str(chatml_model))
+        _, cold = await run(other, HELLO, params)  # another engine, cold cache
+    finally:
+        await other.close()
+    assert first.token_ids == again.token_ids == cold.token_ids
+    assert math.isfinite(first.decode_tps) and first.ttft_s > 0
+
+
+async def test_turn_statistics_are_filled(chatml_model: Path, engine: Engine) -> None:
+    await engine.load(str(chatml_model))
+    _, finished = await run(engine, HELLO)
+    assert finished.ttft_s > 0 and finished.prefill_tps > 0 and finished.decode_tps > 0
+    assert finished.context_limit == 512 and finished.context_used == finished.prompt_tokens + 12
+
+
+async def test_stories260k_if_present(engine: Engine) -> None:
+    """A real tiny model (no chat template): plain continuation, reused on the next turn."""
+    path = Path("/work/shared/models/stories260k")
+    if not (path / "model.safetensors").exists():
+        pytest.skip("stories260k is not available here")
+    info = await engine.load(str(path))
+    assert not info.has_chat_template
+    events, first = await run(engine, [Message("user", "Once upon a time")], GREEDY.with_changes(max_tokens=20))
+    assert first.text and all("\ufffd" not in e.text for e in events)
+    _, second = await run(engine, [Message("user", "Once upon a time"), reply(first), Message("user", " The end")])
+    assert second.reused_tokens >= first.prompt_tokens + first.generated_tokens
+    await asyncio.sleep(0)

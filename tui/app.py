@@ -1,0 +1,140 @@
+"""The Textual app: wiring only. The engine is injected (tests pass `engine.fake.ScriptedEngine`).
+
+Set-up order on mount: themes (built-in + user), the configured theme, the keymap from [keys],
+every config problem as a notification, the chat screen, then the model loads in a worker while
+the UI is already usable. Quitting closes the engine (its thread stopped and joined) and saves
+the conversation, also when the terminal goes away mid-reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+from textual.app import App
+
+from engine.api import EngineAPI
+from engine.config import ConfigError, LoadedConfig, save_settings
+from tui.bindings import binding_ids, bindings_for
+from tui.commands import LogitscopeCommands
+from tui.controller import ChatController, Post
+from tui.keymap import build_keymap
+from tui.model.store import save_conversation, state_dir
+from tui.screens.chat import ChatScreen
+from tui.screens.help import HelpScreen
+from tui.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
+
+LAST_CONVERSATION = "last-conversation.json"
+
+
+class LogitscopeApp(App[None]):
+    """logitscope: chat with a local model and see what it almost said."""
+
+    TITLE = "logitscope"
+    BINDINGS = bindings_for("app")
+    COMMANDS = App.COMMANDS | {LogitscopeCommands}
+
+    def __init__(
+        self,
+        engine: EngineAPI,
+        config: LoadedConfig,
+        *,
+        model: str | None = None,
+        trust_remote_code: bool | None = None,
+        config_dir: Path | None = None,
+        save_dir: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.loaded = config
+        settings = config.config
+        self.model_spec = model or settings.model.default
+        self.trust_remote_code = settings.model.trust_remote_code if trust_remote_code is None else trust_remote_code
+        self.config_dir = config_dir if config_dir is not None else config.user_path.parent
+        self.save_dir = save_dir if save_dir is not None else state_dir()
+        self.keymap: dict[str, str] = {}
+        self.chat_screen = ChatScreen(self._make_controller, settings)
+        self._closing = False
+
+    def _make_controller(self, post: Post) -> ChatController:
+        return ChatController(self.engine, self.loaded.config.sampling, post)
+
+    @property
+    def controller(self) -> ChatController:
+        return self.chat_screen.controller
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """logitscope's variables ($heat-low, $prob-bar, ...) for themes that lack them."""
+        dark = next((t for t in load_builtin_themes() if t.name == DEFAULT_DARK), None)
+        return dict(dark.variables) if dark is not None else {}
+
+    def on_mount(self) -> None:
+        problems = list(self.loaded.problems)
+        problems += register_all(self, self.config_dir)
+        theme, problem = resolve_theme_name(self.loaded.config.ui.theme, self.available_themes)
+        self.theme = theme
+        problems += [problem] if problem else []
+        user_file = self.loaded.user_path if self.loaded.user_path.is_file() else None
+        self.keymap, key_problems = build_keymap(self.loaded.config.keys, binding_ids(), user_file)
+        self.set_keymap(self.keymap)
+        for line in problems + key_problems:
+            self.notify(line, title="Config", severity="warning", timeout=20)
+        self.push_screen(self.chat_screen)
+        self._watch_hangup()
+        self.run_worker(self.controller.load(self.model_spec, self.trust_remote_code), name="load-model")
+
+    def _watch_hangup(self) -> None:
+        """A closed terminal (SIGHUP) quits like Ctrl+Q: engine closed, conversation saved."""
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._hangup)
+        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
+            pass  # not the main thread (tests) or no SIGHUP (Windows)
+
+    def _hangup(self) -> None:
+        self.run_worker(self.action_quit(), name="hangup")
+
+    async def action_quit(self) -> None:
+        """Quit at once, mid-stream included."""
+        await self.shutdown()
+        self.exit()
+
+    async def shutdown(self) -> None:
+        """Close the engine and keep the conversation. Idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            await self.controller.close()
+        finally:
+            self._save_conversation()
+
+    def _save_conversation(self) -> None:
+        conversation = self.controller.conversation
+        if conversation.root is None:
+            return
+        try:
+            save_conversation(conversation, self.save_dir / LAST_CONVERSATION)
+        except OSError as exc:
+            self.log.warning(f"could not save the conversation: {exc}")
+
+    async def on_unmount(self) -> None:
+        await self.shutdown()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.keymap))
+
+    def action_next_theme(self) -> None:
+        """Cycle: logitscope's own themes first, then Textual's."""
+        names = sorted(self.available_themes, key=lambda n: (not n.startswith("logitscope"), n))
+        self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
+        self.notify(f"Theme: {self.theme}", timeout=2)
+
+    def action_save_settings(self) -> None:
+        path = self.loaded.user_path
+        try:
+            save_settings(self.controller.params, self.theme, path)
+        except (ConfigError, OSError) as exc:
+            self.notify(str(exc), title="Settings not saved", severity="error", timeout=15)
+            return
+        self.notify(f"Saved parameters and theme to {path}", title="Settings")

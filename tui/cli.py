@@ -1,0 +1,65 @@
+"""The `logitscope` console script.
+
+``logitscope [--model SPEC] [--config PATH] [--trust-remote-code]`` opens the TUI;
+``logitscope run ...`` and ``logitscope bench ...`` are the headless engine CLI (imported only
+when asked for, so the TUI starts without it). ``--fake-engine`` (or LOGITSCOPE_FAKE_ENGINE=1),
+hidden from --help, swaps the model for the scripted test double: the tmux test and screenshots
+use it so they need no weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+HEADLESS_COMMANDS = ("run", "bench")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logitscope",
+        description="Chat with a local language model and see each token's top candidates.",
+        epilog="Headless: 'logitscope run --help' and 'logitscope bench --help'.",
+    )
+    parser.add_argument("--model", metavar="SPEC", help="local model folder, Hugging Face repo id, or 'demo'")
+    parser.add_argument("--config", metavar="PATH", type=Path, help="config file (default: the XDG one)")
+    parser.add_argument("--trust-remote-code", action="store_true", default=None,
+                        help="allow model code from the repo (only for repos you trust)")
+    parser.add_argument("--fake-engine", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def _use_fake(args: argparse.Namespace) -> bool:
+    return bool(args.fake_engine) or os.environ.get("LOGITSCOPE_FAKE_ENGINE", "") not in ("", "0")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in HEADLESS_COMMANDS:
+        from engine.cli import main as engine_main
+
+        return engine_main(argv)
+    args = _parser().parse_args(argv)
+    from engine.config import load_config
+    from tui.app import LogitscopeApp
+
+    loaded = load_config(args.config, explicit=args.config is not None)
+    if _use_fake(args):
+        from engine.fake import ScriptedEngine
+
+        engine: object = ScriptedEngine(token_delay=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")))
+    else:
+        from engine.client import Engine
+
+        engine = Engine(max_context=loaded.config.model.max_context)
+    app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)  # type: ignore[arg-type]
+    app.run()
+    return app.return_code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The command palette: every bound action, every preset, every theme and "set <param>…".
+
+Built from the same binding table as the keys and the help screen, so a new binding is in the
+palette without anyone remembering to add it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Awaitable, Callable
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from tui.bindings import ALL_SPECS
+from tui.model.params import PANEL_PARAMS
+
+# Key-only bindings that make no sense from a palette (they act on a focused widget).
+_SKIP_PLACES = {"input", "candidates", "params", "transcript"}
+
+Command = tuple[str, Callable[[], Awaitable[Any] | Any], str]
+
+
+class LogitscopeCommands(Provider):
+    """Commands for the chat screen; the action runs on the screen or the app as bound."""
+
+    def _commands(self) -> list[Command]:
+        app: Any = self.app
+        chat = app.chat_screen
+        keymap = app.keymap
+        out: list[Command] = []
+        for place, binding_id, key, action, description, tooltip, _show, _prio in ALL_SPECS:
+            if place in _SKIP_PLACES or binding_id == "app.palette":
+                continue
+            target = app if place == "app" else chat
+            label = f"{description}  [{keymap.get(binding_id, key)}]"
+            out.append((label, partial(app.run_action, action, target), tooltip))
+        for name, label in PANEL_PARAMS:
+            out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
+        for preset in chat.config.presets:
+            out.append((f"Preset: {preset}", partial(chat.apply_preset, preset), "Apply this preset"))
+        for theme in sorted(app.available_themes):
+            out.append((f"Theme: {theme}", partial(setattr, app, "theme", theme), "Switch theme"))
+        return out
+
+    async def discover(self) -> Hits:
+        for label, callback, help_text in self._commands():
+            yield DiscoveryHit(label, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for label, callback, help_text in self._commands():
+            score = matcher.match(label)
+            if score > 0:
+                yield Hit(score, matcher.highlight(label), callback, help=help_text)

@@ -1,0 +1,198 @@
+"""The one object that talks to the engine: turns user intent into `GenerateRequest`s and engine
+events into conversation data plus coalesced messages.
+
+Generation runs as an asyncio task consuming the engine's async iterator, so the UI never blocks.
+Tokens are written into the conversation as they arrive, but `ReplyGrew` is posted at most
+`FLUSH_HZ` times a second: a fast stream (hundreds of tokens/s) costs the screen tens of
+repaints per second, not one per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Callable
+
+from textual.message import Message as TextualMessage
+
+from engine.api import (
+    EngineAPI,
+    EngineError,
+    GenerateRequest,
+    LoadProgress,
+    Message,
+    SamplingParams,
+    TokenEvent,
+    TurnFinished,
+)
+from tui import messages as msg
+from tui.model.conversation import Conversation, Node, TurnStats, Version
+
+FLUSH_HZ = 25.0
+
+Post = Callable[[TextualMessage], object]
+
+
+class ChatController:
+    """Owns the engine and the conversation; posts messages through `post`."""
+
+    def __init__(self, engine: EngineAPI, params: SamplingParams, post: Post) -> None:
+        self.engine = engine
+        self.params = params
+        self.conversation = Conversation()
+        self._post = post
+        self._task: asyncio.Task[None] | None = None
+        self._streaming: Node | None = None
+        self._last_flush = 0.0
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    @property
+    def busy(self) -> bool:
+        """True while a reply is streaming."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def streaming_node(self) -> Node | None:
+        return self._streaming if self.busy else None
+
+    # --- model
+
+    async def load(self, spec: str, trust_remote_code: bool = False) -> bool:
+        """Load a model, posting progress; a failure is a message, never an exception."""
+        def progress(p: LoadProgress) -> None:
+            self._post(msg.ModelLoading(p))
+        try:
+            info = await self.engine.load(spec, trust_remote_code=trust_remote_code, on_progress=progress)
+        except EngineError as exc:
+            self._post(msg.ModelLoadFailed(str(exc)))
+            return False
+        self._post(msg.ModelLoaded(info))
+        return True
+
+    # --- parameters
+
+    def set_params(self, params: SamplingParams) -> None:
+        """Apply now: a running turn uses them from its next token."""
+        self.params = params
+        self.engine.set_params(params)
+
+    # --- turns
+
+    def send(self, text: str) -> bool:
+        """Append a user message and answer it."""
+        if self.busy or self._closed:
+            return False
+        self.conversation.append(Node("user", [Version(text)]))
+        return self._answer(self.conversation.append(Node("assistant")))
+
+    def regenerate(self) -> bool:
+        """A new version of the last assistant reply (the old one stays as a sibling)."""
+        path = self.conversation.path()
+        if self.busy or not path or path[-1].role != "assistant":
+            return False
+        return self._answer(path[-1])
+
+    def edit_last_user(self, text: str) -> bool:
+        """A new version of the last user message, answered afresh; the old turn stays a branch."""
+        user = self.last_user()
+        if self.busy or user is None:
+            return False
+        child = Node("assistant")
+        user.add_version(Version(text, child=child))
+        return self._answer(child)
+
+    def last_user(self) -> Node | None:
+        return next((n for n in reversed(self.conversation.path()) if n.role == "user"), None)
+
+    def branch(self, node: Node, index: int, position: int) -> bool:
+        """Continue `node`'s reply from candidate `position` of token `index` (a new sibling)."""
+        old = node.version
+        if self.busy or old.tokens is None or not 0 <= index < len(old.tokens):
+            return False
+        token = old.tokens[index]
+        if not 0 <= position < len(token.candidates):
+            return False
+        cand = token.candidates[position]
+        chosen = TokenEvent(index, cand.id, cand.text, cand.text, cand.logprob, cand.sampled_prob,
+                            position + 1, token.entropy, token.candidates)
+        tokens = [*old.tokens[:index], chosen]
+        version = Version(tokens=tokens, params=self.params, branched_at=index)
+        node.add_version(version)
+        prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens))
+        request = GenerateRequest(self.conversation.messages(upto=node) + (prefix,), self.params, True)
+        return self._start(node, version, request)
+
+    def stop(self) -> None:
+        """Stop at once: the engine finishes the turn with reason "cancelled"."""
+        if self.busy:
+            self.engine.cancel()
+
+    def new_chat(self, system_prompt: str | None = None) -> None:
+        if not self.busy:
+            keep = self.conversation.system_prompt if system_prompt is None else system_prompt
+            self.conversation = Conversation(keep)
+
+    def _answer(self, node: Node) -> bool:
+        version = node.add_version(Version(tokens=[], params=self.params))
+        request = GenerateRequest(self.conversation.messages(upto=node), self.params)
+        return self._start(node, version, request)
+
+    def _start(self, node: Node, version: Version, request: GenerateRequest) -> bool:
+        self._streaming = node
+        self._post(msg.GenerationStarted(node))
+        self._task = asyncio.create_task(self._run(node, version, request))
+        return True
+
+    async def _run(self, node: Node, version: Version, request: GenerateRequest) -> None:
+        """Consume one turn; tokens go straight into `version`, the screen hears in batches."""
+        assert version.tokens is not None
+        try:
+            async for event in self.engine.generate(request):
+                if isinstance(event, TurnFinished):
+                    self._finish(node, version, event)
+                    return
+                version.tokens.append(event)
+                self._schedule_flush(node)
+            raise EngineError("the engine ended the turn without finishing it")
+        except EngineError as exc:
+            version.finish_reason = "error"
+            self._post(msg.GenerationFailed(node, str(exc)))
+        finally:
+            self._cancel_flush()
+
+    def _finish(self, node: Node, version: Version, done: TurnFinished) -> None:
+        version.text = done.text
+        version.finish_reason = done.finish_reason
+        version.stats = TurnStats.from_finished(done)
+        self._post(msg.GenerationFinished(node, version.stats, done.finish_reason))
+
+    def _schedule_flush(self, node: Node) -> None:
+        """Post `ReplyGrew` now if the last one is old enough, else once the interval is up."""
+        now = time.monotonic()
+        wait = self._last_flush + 1.0 / FLUSH_HZ - now
+        if wait <= 0:
+            self._flush(node)
+        elif self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(wait, self._flush, node)
+
+    def _flush(self, node: Node) -> None:
+        self._flush_handle = None
+        self._last_flush = time.monotonic()
+        self._post(msg.ReplyGrew(node))
+
+    def _cancel_flush(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+
+    async def close(self) -> None:
+        """Stop any turn and close the engine (its thread stopped and joined). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.busy and self._task is not None:
+            self.engine.cancel()
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.engine.close()

@@ -1,0 +1,103 @@
+"""The messages that flow up: from the controller (engine news) and from widgets (user intent).
+
+Work flows as an explicit chain, so tests can watch it with ``run_test(message_hook=...)``:
+``GenerationStarted -> ReplyGrew* -> GenerationFinished | GenerationFailed``.
+"""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from engine.api import LoadProgress, ModelInfo
+from tui.model.conversation import Node, TurnStats
+
+
+class ModelLoading(Message):
+    """Loading news (`fraction` None = unknown)."""
+
+    def __init__(self, progress: LoadProgress) -> None:
+        super().__init__()
+        self.progress = progress
+
+
+class ModelLoaded(Message):
+    def __init__(self, info: ModelInfo) -> None:
+        super().__init__()
+        self.info = info
+
+
+class ModelLoadFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class GenerationStarted(Message):
+    """A reply (new, regenerated or branched) begins in `node`."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__()
+        self.node = node
+
+
+class ReplyGrew(Message):
+    """New tokens were added to `node`'s active version (coalesced: tens per second at most)."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__()
+        self.node = node
+
+
+class GenerationFinished(Message):
+    def __init__(self, node: Node, stats: TurnStats, reason: str) -> None:
+        super().__init__()
+        self.node = node
+        self.stats = stats
+        self.reason = reason
+
+
+class GenerationFailed(Message):
+    def __init__(self, node: Node | None, error: str) -> None:
+        super().__init__()
+        self.node = node
+        self.error = error
+
+
+class TokenSelected(Message):
+    """The token cursor moved (`index` None = no token selected)."""
+
+    def __init__(self, node: Node | None, index: int | None) -> None:
+        super().__init__()
+        self.node = node
+        self.index = index
+
+
+class CandidateChosen(Message):
+    """The user picked candidate number `position` (0-based) of the selected token."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__()
+        self.position = position
+
+
+class ParamStep(Message):
+    def __init__(self, name: str, direction: int) -> None:
+        super().__init__()
+        self.name = name
+        self.direction = direction
+
+
+class ParamEdit(Message):
+    """Ask for a typed value for `name`."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
+class Submitted(Message):
+    """The chat input sent `text`."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text

@@ -1,0 +1,1 @@
+"""Textual-free data: the conversation tree and parameter arithmetic."""

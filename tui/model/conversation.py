@@ -1,0 +1,195 @@
+"""The conversation as plain data: a tree of messages, each with alternative versions.
+
+Textual-free on purpose, so saving, loading and testing need no UI. The shape is a tree because
+every way of "trying again" keeps what it replaces:
+
+- regenerate adds a new version to the last assistant message,
+- edit-and-resend adds a new version to the last user message,
+- choosing another candidate for token *i* adds a version that shares the first *i* tokens.
+
+Each `Version` owns the message that follows it (`child`), so flipping to an older branch brings
+back the whole conversation that continued from it. The visible conversation is the path that
+follows every message's active version (`Conversation.path`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from engine.api import Candidate, Message, Role, SamplingParams, TokenEvent, TurnFinished
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    """What the status bar shows about a finished turn (the slim part of `TurnFinished`)."""
+
+    prompt_tokens: int
+    reused_tokens: int
+    prefilled_tokens: int
+    generated_tokens: int
+    ttft_s: float
+    prefill_tps: float
+    decode_tps: float
+    context_used: int
+    context_limit: int
+
+    @classmethod
+    def from_finished(cls, done: TurnFinished) -> "TurnStats":
+        return cls(**{name: getattr(done, name) for name in cls.__dataclass_fields__})
+
+
+@dataclass
+class Version:
+    """One version of a message. Assistant versions carry their tokens (with candidates)."""
+
+    text: str = ""
+    tokens: list[TokenEvent] | None = None  # assistant only
+    params: SamplingParams | None = None  # the params the reply started with
+    finish_reason: str | None = None  # None while streaming (assistant only)
+    branched_at: int | None = None  # token index where this branch left its sibling
+    stats: TurnStats | None = None
+    child: "Node | None" = None  # the message that follows this version
+
+    @property
+    def token_ids(self) -> tuple[int, ...]:
+        return tuple(t.id for t in self.tokens or ())
+
+    def reply_text(self) -> str:
+        """The text so far: the joined tokens while streaming, the engine's text once finished."""
+        if self.tokens is None or (self.finish_reason is not None and self.text):
+            return self.text
+        return "".join(t.text for t in self.tokens)
+
+
+@dataclass
+class Node:
+    """One message of the conversation, with its versions and which one is shown."""
+
+    role: Role
+    versions: list[Version] = field(default_factory=list)
+    active: int = 0
+
+    @property
+    def version(self) -> Version:
+        return self.versions[self.active]
+
+    def add_version(self, version: Version) -> Version:
+        """Append a version and make it the shown one."""
+        self.versions.append(version)
+        self.active = len(self.versions) - 1
+        return version
+
+    def flip(self, step: int) -> bool:
+        """Show the previous/next version; False when there is none that way."""
+        target = self.active + step
+        if not 0 <= target < len(self.versions):
+            return False
+        self.active = target
+        return True
+
+
+@dataclass
+class Conversation:
+    """A system prompt and the root of the message tree."""
+
+    system_prompt: str = ""
+    root: Node | None = None
+
+    def path(self) -> list[Node]:
+        """The visible messages: follow each message's active version to its child."""
+        nodes: list[Node] = []
+        node = self.root
+        while node is not None:
+            nodes.append(node)
+            node = node.version.child
+        return nodes
+
+    def append(self, node: Node) -> Node:
+        """Add a message at the end of the visible path."""
+        path = self.path()
+        if path:
+            path[-1].version.child = node
+        else:
+            self.root = node
+        return node
+
+    def parent_of(self, node: Node) -> Node | None:
+        """The message before `node` on the visible path (None for the first)."""
+        path = self.path()
+        index = next(i for i, n in enumerate(path) if n is node)
+        return path[index - 1] if index else None
+
+    def messages(self, upto: Node | None = None) -> tuple[Message, ...]:
+        """The engine's view of the path, up to but excluding `upto`."""
+        out = [Message("system", self.system_prompt)] if self.system_prompt else []
+        for node in self.path():
+            if node is upto:
+                break
+            version = node.version
+            ids = version.token_ids if version.tokens is not None else None
+            out.append(Message(node.role, version.reply_text(), ids))
+        return tuple(out)
+
+    def iter_nodes(self) -> Iterator[Node]:
+        """Every node of the tree, all branches included (depth first)."""
+        stack = [self.root] if self.root else []
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(v.child for v in reversed(node.versions) if v.child is not None)
+
+    # --- serialisation: plain JSON-able dicts, so saving conversations is one json.dump away
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": 1, "system_prompt": self.system_prompt,
+                "root": _node_to_dict(self.root) if self.root else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Conversation":
+        root = data.get("root")
+        return cls(data.get("system_prompt", ""), _node_from_dict(root) if root else None)
+
+
+def _node_to_dict(node: Node) -> dict[str, Any]:
+    return {"role": node.role, "active": node.active, "versions": [_version_to_dict(v) for v in node.versions]}
+
+
+def _version_to_dict(v: Version) -> dict[str, Any]:
+    return {
+        "text": v.text,
+        "tokens": None if v.tokens is None else [_token_to_dict(t) for t in v.tokens],
+        "params": None if v.params is None else dict(v.params.__dict__),
+        "finish_reason": v.finish_reason,
+        "branched_at": v.branched_at,
+        "stats": None if v.stats is None else dict(v.stats.__dict__),
+        "child": None if v.child is None else _node_to_dict(v.child),
+    }
+
+
+def _token_to_dict(t: TokenEvent) -> dict[str, Any]:
+    data = dict(t.__dict__)
+    data["candidates"] = [dict(c.__dict__) for c in t.candidates]
+    return data
+
+
+def _node_from_dict(data: dict[str, Any]) -> Node:
+    return Node(data["role"], [_version_from_dict(v) for v in data["versions"]], data.get("active", 0))
+
+
+def _version_from_dict(data: dict[str, Any]) -> Version:
+    tokens = data.get("tokens")
+    return Version(
+        text=data.get("text", ""),
+        tokens=None if tokens is None else [_token_from_dict(t) for t in tokens],
+        params=None if data.get("params") is None else SamplingParams(**data["params"]),
+        finish_reason=data.get("finish_reason"),
+        branched_at=data.get("branched_at"),
+        stats=None if data.get("stats") is None else TurnStats(**data["stats"]),
+        child=None if data.get("child") is None else _node_from_dict(data["child"]),
+    )
+
+
+def _token_from_dict(data: dict[str, Any]) -> TokenEvent:
+    candidates = tuple(Candidate(**c) for c in data["candidates"])
+    return TokenEvent(**{**data, "candidates": candidates})

@@ -1,0 +1,37 @@
+"""Writing a conversation to disk, atomically, so a crash or a closed terminal loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+from tui.model.conversation import Conversation
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/logitscope`` (``~/.local/state/logitscope`` by default)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "logitscope"
+
+
+def save_conversation(conversation: Conversation, path: Path) -> None:
+    """JSON via a temporary file and `os.replace`: the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(conversation.to_dict(), handle, ensure_ascii=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_conversation(path: Path) -> Conversation:
+    """The inverse of `save_conversation` (raises OSError / ValueError on a bad file)."""
+    return Conversation.from_dict(json.loads(path.read_text(encoding="utf-8")))

@@ -1,0 +1,1 @@
+"""Screens: the chat, help and small dialogs."""

@@ -1,0 +1,284 @@
+"""The main screen: routes user intent to the controller and engine news to the widgets.
+
+It is the only place that knows both the controller and the widgets; widgets stay dumb
+(attributes down, messages up) and the controller never touches a widget.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from engine.api import ParamError, SamplingParams
+from engine.config import Config
+from tui import messages as msg
+from tui.bindings import bindings_for
+from tui.controller import ChatController, Post
+from tui.model.params import apply_preset, parse_param, step_param
+from tui.screens.dialogs import TextDialog, ValueDialog
+from tui.widgets.candidates import CandidatesPanel
+from tui.widgets.chat_input import ChatInput
+from tui.widgets.params_panel import ParamsPanel
+from tui.widgets.render import HeatPalette
+from tui.widgets.status_bar import StatusBar
+from tui.widgets.transcript import Transcript
+
+
+class ChatScreen(Screen[None]):
+    """Transcript and input on the left, candidates and parameters on the right."""
+
+    DEFAULT_CSS = """
+    ChatScreen #body { height: 1fr; }
+    ChatScreen Transcript { width: 1fr; }
+    ChatScreen #side { width: 46; }
+    ChatScreen #side.-hidden, ChatScreen .-hidden { display: none; }
+    """
+    BINDINGS = bindings_for("screen")
+
+    def __init__(self, make_controller: Callable[[Post], ChatController], config: Config) -> None:
+        super().__init__()
+        self.controller = make_controller(self.post_message)
+        self.config = config
+        self.heatmap = config.ui.heatmap
+        self.preset = ""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="body"):
+            with Vertical(id="chat"):
+                yield Transcript()
+                yield ChatInput(id="input")
+            with Vertical(id="side"):
+                yield CandidatesPanel(classes="" if self.config.ui.show_candidates else "-hidden")
+                yield ParamsPanel(classes="" if self.config.ui.show_params else "-hidden")
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        transcript = self.query_one(Transcript)
+        transcript.low_threshold = self.config.ui.low_prob_threshold
+        self.query_one(ParamsPanel).params = self.controller.params
+        self._apply_heat()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_heat())
+        self._update_side()
+        self.query_one(ChatInput).focus()
+
+    # --- engine news
+
+    @on(msg.ModelLoading)
+    def _loading(self, event: msg.ModelLoading) -> None:
+        fraction = event.progress.fraction
+        percent = "" if fraction is None else f" {fraction:.0%}"
+        self.query_one(StatusBar).state = f"{event.progress.message}{percent}"
+
+    @on(msg.ModelLoaded)
+    def _loaded(self, event: msg.ModelLoaded) -> None:
+        bar = self.query_one(StatusBar)
+        bar.model, bar.state, bar.context_limit = event.info.name, "ready", event.info.context_limit
+
+    @on(msg.ModelLoadFailed)
+    def _load_failed(self, event: msg.ModelLoadFailed) -> None:
+        self.query_one(StatusBar).state = "no model loaded"
+        self.notify(event.error, title="Model failed to load", severity="error", timeout=30)
+
+    @on(msg.GenerationStarted)
+    def _started(self, event: msg.GenerationStarted) -> None:
+        transcript = self.query_one(Transcript)
+        transcript.show(self.controller.conversation)
+        view = transcript.view_of(event.node)
+        if view is not None:
+            view.streaming = True
+            view.rebuild()
+        if transcript.cursor is None:
+            transcript.anchor()
+        self.query_one(StatusBar).state = "generating…"
+        self.refresh_bindings()
+
+    @on(msg.ReplyGrew)
+    def _grew(self, event: msg.ReplyGrew) -> None:
+        transcript = self.query_one(Transcript)
+        transcript.stream_grew(event.node, follow=False)
+        if transcript.cursor is None and event.node.version.tokens:
+            panel = self.query_one(CandidatesPanel)
+            panel.streaming, panel.token = True, event.node.version.tokens[-1]
+
+    @on(msg.GenerationFinished)
+    def _finished(self, event: msg.GenerationFinished) -> None:
+        self._end_stream(event.node)
+        bar = self.query_one(StatusBar)
+        bar.stats, bar.state = event.stats, ("stopped" if event.reason == "cancelled" else "ready")
+
+    @on(msg.GenerationFailed)
+    def _failed(self, event: msg.GenerationFailed) -> None:
+        if event.node is not None:
+            self._end_stream(event.node)
+        self.query_one(StatusBar).state = "error"
+        self.notify(event.error, title="Generation failed", severity="error", timeout=15)
+
+    def _end_stream(self, node: msg.Node) -> None:
+        transcript = self.query_one(Transcript)
+        view = transcript.view_of(node)
+        if view is not None:
+            view.streaming = False
+            view.sync()
+        panel = self.query_one(CandidatesPanel)
+        panel.streaming = False
+        if transcript.cursor is None and node.version.tokens:
+            panel.token = node.version.tokens[-1]
+        self.refresh_bindings()
+
+    # --- user intent from widgets
+
+    @on(msg.Submitted)
+    def _submitted(self, event: msg.Submitted) -> None:
+        if self.controller.busy:
+            self.notify("A reply is still streaming: Esc stops it.", severity="warning")
+        elif self.controller.engine.model is None:
+            self.notify("No model is loaded yet.", severity="warning")
+        else:
+            self.query_one(Transcript).clear()
+            self.controller.send(event.text)
+
+    @on(msg.TokenSelected)
+    def _token_selected(self, event: msg.TokenSelected) -> None:
+        panel = self.query_one(CandidatesPanel)
+        tokens = event.node.version.tokens if event.node is not None else None
+        panel.streaming = False
+        panel.token = tokens[event.index] if tokens and event.index is not None else None
+
+    @on(msg.CandidateChosen)
+    def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
+        cursor = self.query_one(Transcript).cursor
+        if cursor is None:
+            self.notify("Select a token first (Esc, then ←/→).", severity="warning")
+        elif self.controller.busy:
+            self.notify("Stop the running reply first (Esc).", severity="warning")
+        elif not self.controller.branch(cursor[0], cursor[1], event.position):
+            self.notify(f"There is no candidate {event.position + 1} here.", severity="warning")
+        else:
+            self.query_one(Transcript).clear()
+
+    @on(Transcript.Flipped)
+    def _flipped(self, event: Transcript.Flipped) -> None:
+        self.query_one(Transcript).show(self.controller.conversation)
+
+    @on(msg.ParamStep)
+    def _param_step(self, event: msg.ParamStep) -> None:
+        self.action_step_param(event.name, event.direction)
+
+    @on(msg.ParamEdit)
+    def _param_edit(self, event: msg.ParamEdit) -> None:
+        self.edit_param(event.name)
+
+    # --- parameters
+
+    def set_params(self, params: SamplingParams, preset: str = "") -> None:
+        """Apply at once (a running reply uses them from its next token) and show them."""
+        self.controller.set_params(params)
+        panel = self.query_one(ParamsPanel)
+        panel.params, panel.preset = params, preset
+
+    def action_step_param(self, name: str, direction: int) -> None:
+        self.set_params(step_param(self.controller.params, name, direction))
+
+    def edit_param(self, name: str) -> None:
+        """Ask for an exact value; a value outside the limits is refused in the dialog."""
+        def validate(text: str) -> str | None:
+            try:
+                parse_param(self.controller.params, name, text)
+            except ParamError as exc:
+                return str(exc)
+            return None
+
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.set_params(parse_param(self.controller.params, name, text))
+
+        current = getattr(self.controller.params, name)
+        hint = "empty or 'random' = a fresh seed each turn" if name == "seed" else ""
+        self.app.push_screen(ValueDialog(f"Set {name}", "" if current is None else str(current), validate, hint),
+                             done)
+
+    def action_next_preset(self) -> None:
+        names = list(self.config.presets)
+        if not names:
+            self.notify("No presets in config.", severity="warning")
+            return
+        name = names[(names.index(self.preset) + 1) % len(names)] if self.preset in names else names[0]
+        self.apply_preset(name)
+
+    def apply_preset(self, name: str) -> None:
+        self.preset = name
+        self.set_params(apply_preset(self.controller.params, self.config.presets[name]), name)
+        self.notify(f"Preset: {name}")
+
+    # --- chat actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Escape stops only while streaming; otherwise it falls through (leave the input)."""
+        if action == "stop":
+            return self.controller.busy
+        return True
+
+    def action_stop(self) -> None:
+        self.controller.stop()
+
+    def action_regenerate(self) -> None:
+        if not self.controller.regenerate():
+            self.notify("Nothing to regenerate yet." if not self.controller.busy else "Busy: Esc stops.")
+
+    def action_edit_last(self) -> None:
+        user = self.controller.last_user()
+        if user is None or self.controller.busy:
+            self.notify("No message to edit yet." if user is None else "Busy: Esc stops.")
+            return
+        self.app.push_screen(TextDialog("Edit your last message", user.version.text),
+                             lambda text: self._resend(text))
+
+    def _resend(self, text: str | None) -> None:
+        if text and text.strip():
+            self.query_one(Transcript).clear()
+            self.controller.edit_last_user(text.strip())
+
+    def action_new_chat(self) -> None:
+        if self.controller.busy:
+            self.notify("Busy: Esc stops the reply first.")
+            return
+        self.controller.new_chat()
+        transcript = self.query_one(Transcript)
+        transcript.clear()
+        transcript.show(self.controller.conversation)
+        self.query_one(StatusBar).stats = None
+
+    def action_system_prompt(self) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.controller.conversation.system_prompt = text.strip()
+                self.query_one(Transcript).show(self.controller.conversation)
+        self.app.push_screen(TextDialog("System prompt", self.controller.conversation.system_prompt), done)
+
+    # --- view
+
+    def action_toggle_heatmap(self) -> None:
+        self.heatmap = not self.heatmap
+        self._apply_heat()
+
+    def _apply_heat(self) -> None:
+        heat = HeatPalette.from_variables(self.app.theme_variables) if self.heatmap else None
+        self.query_one(Transcript).set_heat(heat)
+
+    def action_toggle_candidates(self) -> None:
+        self.query_one(CandidatesPanel).toggle_class("-hidden")
+        self._update_side()
+
+    def action_toggle_params(self) -> None:
+        self.query_one(ParamsPanel).toggle_class("-hidden")
+        self._update_side()
+
+    def _update_side(self) -> None:
+        hidden = all(w.has_class("-hidden") for w in (self.query_one(CandidatesPanel), self.query_one(ParamsPanel)))
+        self.query_one("#side").set_class(hidden, "-hidden")

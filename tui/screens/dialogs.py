@@ -1,0 +1,81 @@
+"""Small modal dialogs: type one value (validated before it is accepted) and edit a text."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, TextArea
+
+Validate = Callable[[str], "str | None"]  # the problem as one line, or None when the text is fine
+
+_DIALOG_CSS = """
+ModalScreen { align: center middle; }
+ModalScreen > Vertical { width: 70; height: auto; max-height: 80%; border: thick $primary;
+                         background: $surface; padding: 1 2; }
+ModalScreen .error { color: $error; height: auto; }
+ModalScreen Horizontal { height: auto; align-horizontal: right; }
+ModalScreen Button { margin-left: 1; }
+"""
+
+
+class ValueDialog(ModalScreen[str | None]):
+    """One line of input; Enter accepts only if `validate` has no complaint (shown inline)."""
+
+    DEFAULT_CSS = _DIALOG_CSS
+    BINDINGS = [Binding("escape", "dismiss_none", "Cancel", id="dialog.cancel", tooltip="Close without change")]
+
+    def __init__(self, title: str, value: str, validate: Validate, hint: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value, self.validate, self.hint = title, value, validate, hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.title_text)
+            yield Input(self.value, id="value")
+            yield Label(self.hint, classes="hint")
+            yield Label("", id="error", classes="error")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        problem = self.validate(event.value)
+        if problem is not None:
+            self.query_one("#error", Label).update(problem)
+            return
+        self.dismiss(event.value)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class TextDialog(ModalScreen[str | None]):
+    """A multi-line text (system prompt, a message to edit); Ctrl+S or the button accepts."""
+
+    DEFAULT_CSS = _DIALOG_CSS + "TextDialog TextArea { height: 10; }"
+    BINDINGS = [
+        Binding("escape", "dismiss_none", "Cancel", id="dialog.cancel", tooltip="Close without change"),
+        Binding("ctrl+s", "accept", "OK", id="dialog.accept", tooltip="Accept the text"),
+    ]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text, self.text = title, text
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"{self.title_text}  (Ctrl+S accepts, Esc cancels)")
+            yield TextArea(self.text, soft_wrap=True, id="text")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("OK", id="ok", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.action_accept() if event.button.id == "ok" else self.dismiss(None)
+
+    def action_accept(self) -> None:
+        self.dismiss(self.query_one(TextArea).text)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

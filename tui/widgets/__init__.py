@@ -1,0 +1,1 @@
+"""Small, dumb widgets: reactive attributes down, messages up."""

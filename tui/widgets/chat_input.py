@@ -1,0 +1,61 @@
+"""The multi-line chat input: Enter sends, Shift+Enter / Ctrl+J insert a newline, Up/Down on the
+first/last line recall earlier messages (like a shell)."""
+
+from __future__ import annotations
+
+from textual.widgets import TextArea
+
+from tui.bindings import bindings_for
+from tui.messages import Submitted
+
+
+class ChatInput(TextArea):
+    """A TextArea that posts `Submitted` and keeps what was sent (`sent`) for recall."""
+
+    DEFAULT_CSS = """
+    ChatInput { height: auto; min-height: 3; max-height: 10; border: tall $border-blurred; }
+    ChatInput:focus { border: tall $border; }
+    """
+    BINDINGS = bindings_for("input")
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(soft_wrap=True, show_line_numbers=False, **kwargs)  # type: ignore[arg-type]
+        self.sent: list[str] = []
+        self._history_at: int | None = None  # index into history while recalling
+        self._draft = ""
+
+    def action_send(self) -> None:
+        text = self.text.strip()
+        if not text:
+            return
+        if not self.sent or self.sent[-1] != text:
+            self.sent.append(text)
+        self._history_at = None
+        self.clear()
+        self.post_message(Submitted(text))
+
+    def action_newline(self) -> None:
+        self.insert("\n")
+
+    def action_history(self, step: int) -> None:
+        """Recall history on the edge line; elsewhere Up/Down move the cursor as usual."""
+        row = self.cursor_location[0]
+        on_edge = row == 0 if step < 0 else row == self.document.line_count - 1
+        if not on_edge or not self.sent:
+            self.action_cursor_up() if step < 0 else self.action_cursor_down()
+            return
+        if self._history_at is None:
+            if step > 0:
+                return
+            self._draft, self._history_at = self.text, len(self.sent)
+        self._history_at = max(0, self._history_at + step)
+        if self._history_at >= len(self.sent):
+            self._history_at = None
+            self.load_text(self._draft)
+        else:
+            self.load_text(self.sent[self._history_at])
+        self.move_cursor(self.document.end)
+
+    def action_leave(self) -> None:
+        """Escape: hand focus to the transcript, to inspect tokens."""
+        self.screen.focus_next("Transcript")

@@ -1,0 +1,64 @@
+"""The live sampling parameters. Shows `params`; keys post `ParamStep` / `ParamEdit` up."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from engine.api import SamplingParams
+from tui.bindings import PARAM_KEYS, bindings_for
+from tui.messages import ParamEdit, ParamStep
+from tui.model.params import PANEL_PARAMS, format_param
+
+
+class ParamsPanel(Widget, can_focus=True):
+    """One row per parameter; the selected row can be stepped or typed."""
+
+    DEFAULT_CSS = """
+    ParamsPanel { height: auto; border: round $border-blurred; padding: 0 1; }
+    ParamsPanel:focus { border: round $border; }
+    """
+    BINDINGS = bindings_for("params")
+
+    params: reactive[SamplingParams] = reactive(SamplingParams)
+    selected: reactive[int] = reactive(0)
+    preset: reactive[str] = reactive("")
+
+    def on_mount(self) -> None:
+        self.border_title = "parameters"
+
+    def watch_preset(self, preset: str) -> None:
+        self.border_subtitle = preset
+
+    def render(self) -> RenderableType:
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="dim")
+        table.add_column()
+        table.add_column(justify="right")
+        for i, (name, label) in enumerate(PANEL_PARAMS):
+            key = PARAM_KEYS[name]
+            style = "reverse" if i == self.selected and self.has_focus else ""
+            table.add_row(f"{key}/{key.upper()}", Text(label, style=style), format_param(self.params, name))
+        return table
+
+    @property
+    def selected_name(self) -> str:
+        return PANEL_PARAMS[self.selected][0]
+
+    def action_select(self, step: int) -> None:
+        self.selected = (self.selected + step) % len(PANEL_PARAMS)
+
+    def action_step(self, direction: int) -> None:
+        self.post_message(ParamStep(self.selected_name, direction))
+
+    def action_edit(self) -> None:
+        self.post_message(ParamEdit(self.selected_name))
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()

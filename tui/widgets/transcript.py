@@ -1,0 +1,206 @@
+"""The scrolling transcript and its token cursor.
+
+It shows the visible path of the conversation (one view per message) and owns the view state of
+token inspection: which reply and which token are selected. It never talks to the engine: moves
+of the cursor go up as `TokenSelected`, digit keys as `CandidateChosen`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from textual.containers import VerticalScroll
+from textual.message import Message
+
+from tui.bindings import bindings_for
+from tui.messages import CandidateChosen, TokenSelected
+from tui.model.conversation import Conversation, Node, Version
+from tui.widgets.message_views import AssistantView, UserView
+from tui.widgets.render import HeatPalette
+
+
+class Transcript(VerticalScroll, can_focus=True):
+    """Message views for the visible path; follows the stream unless scrolled up."""
+
+    DEFAULT_CSS = """
+    Transcript { padding: 0 1; }
+    Transcript:focus { background: $surface; }
+    """
+    BINDINGS = bindings_for("transcript")
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.conversation = Conversation()
+        self.heat: HeatPalette | None = None
+        self.low_threshold = 0.1
+        self.selected: AssistantView | None = None  # the reply holding the token cursor
+        self._system: Node | None = None
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    # --- what the screen calls
+
+    def show(self, conversation: Conversation) -> None:
+        """Make the views match the conversation's visible path (reusing views that still fit)."""
+        self.conversation = conversation
+        path = self._system_nodes(conversation) + conversation.path()
+        views = list(self.query_children().results())
+        keep = 0
+        while keep < min(len(views), len(path)) and getattr(views[keep], "node", None) is path[keep]:
+            keep += 1
+        for view in views[keep:]:
+            if view is self.selected:
+                self.selected = None
+            view.remove()
+        for view in views[:keep]:
+            self._resync(view)
+        self.mount_all([self._view_for(node) for node in path[keep:]])
+
+    def _system_nodes(self, conversation: Conversation) -> list[Node]:
+        """The system prompt shown as a first message (a stable node while its text is unchanged)."""
+        if not conversation.system_prompt:
+            return []
+        if self._system is None or self._system.version.text != conversation.system_prompt:
+            self._system = Node("system", [Version(conversation.system_prompt)])
+        return [self._system]
+
+    def _view_for(self, node: Node) -> UserView | AssistantView:
+        if node.role == "assistant":
+            view = AssistantView(node)
+            view.heat = self.heat
+            return view
+        return UserView(node)
+
+    def _resync(self, view: object) -> None:
+        if isinstance(view, AssistantView):
+            if view.cursor is not None and view.cursor >= len(view.tokens):
+                view.cursor = None
+            view.rebuild()
+        elif isinstance(view, UserView):
+            view.sync()
+
+    def view_of(self, node: Node) -> AssistantView | None:
+        return next((v for v in self.query_children(AssistantView) if v.node is node), None)
+
+    def stream_grew(self, node: Node, follow: bool) -> None:
+        """New tokens in a streaming reply; the cursor follows the newest when asked."""
+        view = self.view_of(node)
+        if view is None:
+            return
+        view.sync()
+        if follow:
+            self._select(view, len(view.tokens) - 1 if view.tokens else None, scroll=False)
+
+    def set_heat(self, heat: HeatPalette | None) -> None:
+        self.heat = heat
+        for view in self.query_children(AssistantView):
+            view.set_heat(heat)
+
+    # --- the cursor
+
+    @property
+    def cursor(self) -> tuple[Node, int] | None:
+        if self.selected is None or self.selected.cursor is None:
+            return None
+        return self.selected.node, self.selected.cursor
+
+    def _select(self, view: AssistantView | None, index: int | None, scroll: bool = True) -> None:
+        if self.selected is not None and self.selected is not view:
+            self.selected.set_cursor(None)
+        self.selected = view
+        chunk = view.set_cursor(index) if view is not None else None
+        if scroll and chunk is not None:
+            self.release_anchor()
+            self.scroll_to_widget(chunk, animate=False)
+        node = view.node if view is not None else None
+        self.post_message(TokenSelected(node, index if view is not None else None))
+
+    def select_token(self, node: Node, index: int | None) -> None:
+        view = self.view_of(node)
+        if view is not None:
+            self._select(view, index)
+
+    def clear(self) -> None:
+        self._select(None, None)
+
+    def _replies(self) -> list[AssistantView]:
+        return [v for v in self.query_children(AssistantView) if v.tokens]
+
+    def on_assistant_view_token_clicked(self, event: AssistantView.TokenClicked) -> None:
+        self.focus()
+        self._select(event.view, event.index, scroll=False)
+
+    # --- key actions
+
+    def _ensure_selected(self) -> AssistantView | None:
+        """Start inspecting at the last reply when nothing is selected yet."""
+        if self.selected is None:
+            replies = self._replies()
+            if replies:
+                self._select(replies[-1], len(replies[-1].tokens) - 1)
+            return None
+        return self.selected
+
+    def action_move(self, step: int) -> None:
+        view = self._ensure_selected()
+        if view is not None and view.cursor is not None:
+            self._select(view, max(0, min(len(view.tokens) - 1, view.cursor + step)))
+
+    def action_edge(self, where: int) -> None:
+        view = self._ensure_selected() or self.selected
+        if view is not None and view.tokens:
+            self._select(view, 0 if where == 0 else len(view.tokens) - 1)
+
+    def action_next_low(self, step: int) -> None:
+        """Jump to the next/previous token whose raw probability is under the threshold."""
+        view = self.selected or self._ensure_selected()
+        if view is None or view.cursor is None:
+            return
+        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
+        index = view.cursor + step
+        while 0 <= index < len(view.tokens):
+            if view.tokens[index].logprob < limit:
+                self._select(view, index)
+                return
+            index += step
+        self.app.bell()
+
+    def action_reply(self, step: int) -> None:
+        replies = self._replies()
+        if not replies:
+            return
+        if self.selected not in replies:
+            self._select(replies[-1], 0)
+            return
+        at = replies.index(self.selected) + step  # type: ignore[arg-type]
+        if 0 <= at < len(replies):
+            self._select(replies[at], 0)
+
+    def action_clear_cursor(self) -> None:
+        self.clear()
+
+    def action_choose(self, position: int) -> None:
+        if self.cursor is not None:
+            self.post_message(CandidateChosen(position))
+
+    def action_flip(self, step: int) -> None:
+        """Flip the selected reply (or the last message) to its previous/next version."""
+        node = self.selected.node if self.selected is not None else self._last_multi()
+        if node is not None and node.flip(step):
+            self.post_message(self.Flipped(node))
+        else:
+            self.app.bell()
+
+    def _last_multi(self) -> Node | None:
+        return next((n for n in reversed(self.conversation.path()) if len(n.versions) > 1), None)
+
+    def action_focus_input(self) -> None:
+        self.screen.focus_next("ChatInput")
+
+    class Flipped(Message):
+        """A message now shows another version: the screen re-shows the path."""
+
+        def __init__(self, node: Node) -> None:
+            super().__init__()
+            self.node = node
