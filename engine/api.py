@@ -73,18 +73,24 @@ class SamplingParams:
                 continue
             low, high, kind = PARAM_LIMITS[f.name]
             if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ParamError(f"{f.name} must be a whole number, got {value!r}")
+                raise ParamError(f"{f.name} must be a whole number, got {_short(value)}")
             if kind is float:
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise ParamError(f"{f.name} must be a number, got {value!r}")
+                    raise ParamError(f"{f.name} must be a number, got {_short(value)}")
                 if isinstance(value, float) and not math.isfinite(value):
-                    raise ParamError(f"{f.name} must be a finite number, got {value!r}")
+                    raise ParamError(f"{f.name} must be a finite number, got {_short(value)}")
             if not low <= value <= high:
-                raise ParamError(f"{f.name} must be between {low} and {high}, got {value!r}")
+                raise ParamError(f"{f.name} must be between {low} and {high}, got {_short(value)}")
 
     def with_changes(self, **changes: object) -> "SamplingParams":
         """A validated copy with some fields changed (raises `ParamError` on a bad value)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _short(value: object) -> str:
+    """A value as the user typed it, cut short so one bad input stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= 24 else text[:21] + "..."
 
 
 # name -> (lowest, highest, type). The single source of truth for validation, the CLI and the TUI.

@@ -31,6 +31,7 @@ from engine.api import (
     Message,
     ModelLoadError,
     ParamError,
+    ProgressCallback,
     SamplingParams,
     TokenEvent,
     TurnFinished,
@@ -56,9 +57,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``logitscope run ...`` (``bench`` is added by engine.bench when it exists)."""
+    """``logitscope run ...`` (``bench`` has its own parser in engine.bench)."""
     parser = _Parser(prog="logitscope", description="Chat with a local model and see its token probabilities.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="{run,bench}")
     run = commands.add_parser("run", help="run prompts headless and print the replies (or JSON lines)")
     run.add_argument("--model", help='a model folder, a Hugging Face repo id, or "demo" (default: from config)')
     run.add_argument("--system", help="a system message before the first prompt")
@@ -107,9 +108,11 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
 
 
 def _real_engine(config: Config) -> EngineAPI:
-    """The MLX engine, configured from [model]."""
+    """The MLX engine, configured from [model]; OpenBLAS must be chosen before MLX loads."""
+    from engine.blas import enable_fast_blas
     from engine.client import Engine
 
+    enable_fast_blas(enabled=config.model.fast_blas)
     return Engine(max_context=config.model.max_context)
 
 
@@ -164,7 +167,7 @@ class Printer:
         self.out.flush()
 
 
-def _progress_printer(err: TextIO) -> Callable[[LoadProgress], None]:
+def _progress_printer(err: TextIO) -> ProgressCallback:
     """Loading news on one rewritten stderr line, only when a person is watching."""
     if not err.isatty():
         return lambda progress: None
@@ -239,10 +242,15 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None = None) -> int:
-    """``logitscope run ...``: returns the exit status (0 ok, 2 bad input, 130 Ctrl-C)."""
+    """``logitscope run ...`` (or ``bench ...``): returns the exit status (0 ok, 2 bad input, 130 Ctrl-C)."""
     out, err = sys.stdout, sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:
+        from engine.bench import main as bench_main
+
+        return bench_main(argv[1:])
     try:
-        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = build_parser().parse_args(argv)
         plan = plan_run(args)
     except (UsageError, ParamError) as error:
         return _fail(err, str(error))

@@ -76,9 +76,9 @@ def _progress_class(repo_id: str, report: Report) -> type:
     huggingface_hub creates one bar for the file count and two for bytes; each one reports its
     own description and fraction. It may be called from download worker threads.
     """
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
-    class _Reporter(tqdm):  # type: ignore[misc, valid-type]
+    class _Reporter(tqdm):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.pop("name", None)
             kwargs["file"] = io.StringIO()  # never drawn: display() below reports instead

@@ -185,7 +185,7 @@ def _converted(ranks: dict[bytes, int], specials: dict[str, int], pattern: str) 
     """A `tokenizers.Tokenizer` with the same byte-level BPE; specials fill the ids after the ranks."""
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    class _FromRanks(TikTokenConverter):  # type: ignore[misc]
+    class _FromRanks(TikTokenConverter):
         def load_tiktoken_bpe(self, _url: str) -> dict[bytes, int]:  # type: ignore[override]
             return ranks
 

@@ -51,9 +51,9 @@ def check_conversation(messages: Sequence[Message], continue_last: bool) -> None
         raise EngineError("The conversation is empty: send at least one message.")
     last = messages[-1].role
     if continue_last and last != "assistant":
-        raise EngineError("Only an assistant message can be continued; the last message is from the " + last + ".")
+        raise EngineError(f"Only an assistant message can be continued; the last message is from the {last}.")
     if not continue_last and last == "assistant":
-        raise EngineError("The conversation already ends with a reply: send a user message (or continue the reply).")
+        raise EngineError("The conversation already ends with a reply: send a user message or continue it.")
 
 
 def message_ids(tokenizer: Any, message: Message) -> list[int]:

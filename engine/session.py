@@ -24,12 +24,12 @@ PREFILL_CHUNK = 512  # tokens per prefill forward pass: bounds peak memory on lo
 class Session:
     """One loaded model: weights, tokenizer, and the cache bookkeeping between turns."""
 
-    def __init__(self, model: Any, tokenizer: Any, context_limit: int) -> None:
+    def __init__(self, model: Any, tokenizer: Any, context_limit: int, stream: mx.Stream) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.context_limit = context_limit
         self.pieces = PieceCache(tokenizer)
-        self.stream = mx.new_stream(mx.default_device())  # created on, and used by, this thread
+        self.stream = stream  # the engine thread's own stream: MLX streams belong to a thread
         self.cache: list[Any] = make_prompt_cache(model)
         self.tokens: list[int] = []  # exactly the ids whose keys/values are in `cache`, in order
         self.rebuilds = 0  # how often a non-trimmable cache had to be thrown away (for tests, stats)

@@ -11,6 +11,7 @@ MLX and mlx-lm are imported lazily inside the thread, so importing this module s
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,7 @@ class EngineWorker:
     def __init__(self, max_context: int = 0) -> None:
         self._max_context = max_context
         self._commands: queue.Queue[Command] = queue.Queue()
+        self._stream: Any = None  # the engine thread's MLX stream, touched only on that thread
         self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
         self._thread.start()
 
@@ -98,27 +100,34 @@ class EngineWorker:
 
     def _run(self) -> None:
         session: Session | None = None
-        while True:
-            command = self._commands.get()
-            if isinstance(command, StopCommand):
-                break
-            if isinstance(command, LoadCommand):
-                session = self._load(command, session)
-            else:
-                self._generate(command, session)
-        if session is not None:
-            session.close()
+        try:
+            while True:
+                command = self._commands.get()
+                if isinstance(command, StopCommand):
+                    break
+                if isinstance(command, LoadCommand):
+                    session = self._load(command, session)
+                else:
+                    self._generate(command, session)
+        finally:
+            if session is not None:
+                session.close()
+            _release_streams()
 
     def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
         """Replace the loaded model; on failure the old one is already gone (memory first)."""
         if old is not None:
             old.close()
         try:
+            import mlx.core as mx
+
             from engine.session import Session
 
             model, tokenizer = _load_model(command.spec, command.trust_remote_code, command.on_progress)
             limit = _context_limit(model, self._max_context)
-            session = Session(model, tokenizer, limit)
+            if self._stream is None:  # one stream for the thread's life, made on the thread
+                self._stream = mx.new_stream(mx.default_device())
+            session = Session(model, tokenizer, limit, self._stream)
             command.sink(_model_info(command.spec, model, tokenizer, limit))
             return session
         except EngineError as exc:
@@ -141,6 +150,20 @@ class EngineWorker:
         except Exception as exc:
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
             command.sink(EngineError(f"Generation failed: {_one_line(exc)}"))
+
+
+def _release_streams() -> None:
+    """Finish pending work and destroy this thread's MLX streams before the thread ends.
+
+    Left to process exit, stream threads owned by a finished thread can abort the interpreter
+    ("terminate called without an active exception"); MLX provides `clear_streams` for this.
+    """
+    if "mlx.core" not in sys.modules:
+        return
+    import mlx.core as mx
+
+    mx.synchronize()
+    mx.clear_streams()
 
 
 def _context_limit(model: Any, max_context: int) -> int:

@@ -16,7 +16,13 @@ import pytest
 from mlx.utils import tree_flatten
 from mlx_lm.models import llama, qwen2
 
-from engine.dtype import apply_compute_dtype, choose_compute_dtype, model_dtype
+from engine.dtype import (
+    _unpack,
+    apply_compute_dtype,
+    choose_compute_dtype,
+    enable_dequantized_prefill,
+    model_dtype,
+)
 
 MAX_LOGPROB_DIFF = 0.25
 MAX_TOTAL_VARIATION = 0.05
@@ -123,3 +129,35 @@ def test_bad_settings_are_refused_in_one_line() -> None:
     assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="got 'int8'"):
         apply_compute_dtype(_tiny("llama", seed=0, quantized=False), "int8")
+
+
+def test_dequantized_prefill_computes_the_same_logits() -> None:
+    model = _tiny("llama", seed=4, quantized=True)
+    apply_compute_dtype(model, "float32")
+    tokens = mx.random.randint(0, 256, (1, 32), key=mx.random.key(5))
+    one_row = tokens[:, :1]
+    reference, reference_one = model(tokens), model(one_row)
+
+    assert enable_dequantized_prefill(model) == 2 * 7 + 1  # q k v o gate up down per layer, lm_head
+    assert enable_dequantized_prefill(model) == 0  # idempotent
+    assert mx.allclose(model(tokens), reference, atol=1e-4, rtol=1e-4).item()
+    assert mx.array_equal(model(one_row), reference_one).item()  # decoding keeps MLX's kernel
+    assert type(model.model.embed_tokens) is nn.QuantizedEmbedding
+
+
+@pytest.mark.parametrize(("bits", "group_size"), [(2, 32), (4, 64), (8, 128)])
+def test_unpacking_equals_mlx_dequantize(bits: int, group_size: int) -> None:
+    weight = mx.random.normal((96, 256), key=mx.random.key(bits))
+    packed = mx.quantize(weight, group_size, bits)
+    expected = mx.dequantize(*packed, group_size=group_size, bits=bits)
+    assert mx.array_equal(_unpack(*packed, group_size, bits), expected).item()
+
+
+def test_layers_that_cannot_be_unpacked_keep_their_kernel() -> None:
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64))
+    nn.quantize(model, group_size=32, bits=4, class_predicate=lambda p, m: p == "layers.0")
+    nn.quantize(model, group_size=32, bits=3, class_predicate=lambda p, m: p == "layers.1")
+    nn.quantize(model, mode="mxfp4", class_predicate=lambda p, m: p == "layers.2")
+    assert enable_dequantized_prefill(model) == 1
+    assert [type(layer).__name__ for layer in model.layers] == [
+        "_PrefillDequantizedLinear", "QuantizedLinear", "QuantizedLinear"]

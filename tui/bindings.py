@@ -21,7 +21,7 @@ PARAM_KEYS: dict[str, str] = {
 _SPECS: tuple[_Spec, ...] = (
     ("app", "app.quit", "ctrl+q", "quit", "Quit", "Quit at once (a running reply is stopped)", True, True),
     ("app", "app.help", "f1", "help", "Help", "List every key and its binding id", True, False),
-    ("app", "app.palette", "ctrl+p", "command_palette", "Commands", "Search every action", True, False),
+    ("app", "app.palette", "ctrl+p", "command_palette", "Commands", "Search every action", False, False),
     ("app", "app.theme.next", "ctrl+t", "next_theme", "Next theme", "Cycle through the themes", False, False),
     ("app", "app.theme.pick", "f8", "change_theme", "Pick theme", "Choose a theme by name", False, False),
     ("app", "app.save_settings", "ctrl+s", "save_settings", "Save settings",

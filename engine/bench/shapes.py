@@ -10,10 +10,10 @@ community's builds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import mlx.core as mx
-import mlx.nn as nn
-from mlx.utils import tree_flatten
+if TYPE_CHECKING:  # MLX is imported only when a model is built: the fast BLAS must load first
+    import mlx.nn as nn
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,10 @@ def shape_named(name: str) -> Shape:
     raise ValueError(f"bad shape suffix {suffix!r}: use -4bit, -8bit or -bf16")
 
 
-def build_model(shape: Shape, seed: int = 0) -> nn.Module:
+def build_model(shape: Shape, seed: int = 0) -> "nn.Module":
     """The mlx-lm model for `shape`, random weights, in the shape's dtype, quantized if asked."""
+    import mlx.core as mx
+    import mlx.nn as nn
     from mlx_lm.utils import _get_classes  # mlx-lm's own config -> (Model, ModelArgs) lookup
 
     model_class, args_class = _get_classes(config=dict(shape.config))
@@ -80,8 +82,11 @@ def build_model(shape: Shape, seed: int = 0) -> nn.Module:
     return model
 
 
-def parameter_count(model: nn.Module) -> int:
+def parameter_count(model: "nn.Module") -> int:
     """Parameters as the unquantized model would count them (packed 4-bit words hold 8 each)."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
     total = 0
     for name, array in tree_flatten(model.parameters()):
         if name.endswith((".scales", ".biases")) and array.dtype != mx.uint32:
@@ -90,7 +95,7 @@ def parameter_count(model: nn.Module) -> int:
     return total
 
 
-def _bits_of(model: nn.Module, name: str) -> int:
+def _bits_of(model: "nn.Module", name: str) -> int:
     """The bit width of the quantized layer that owns parameter `name`."""
     owner: object = model
     for part in name.split(".")[:-1]:

@@ -6,7 +6,7 @@ one config's allocator cache and thread state from leaking into the next.
 
 Config keys: shape ("30m", "qwen0.5b", ...), blas (bool), threads (OpenBLAS threads, or null),
 dtype (a compute dtype setting), prompt (tokens), decode (tokens), prefill_step, cache_limit_mb
-(null = MLX default), budget_s (stop decoding early past this). Prints one JSON line: prefill
+(null = MLX default), dequant_prefill (bool), budget_s (stop decoding early past this). Prints one JSON line: prefill
 tok/s, decode tok/s, the active BLAS and dtype.
 """
 
@@ -29,12 +29,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     import mlx.core as mx  # only now: the BLAS choice above must come first
 
     from engine.bench.shapes import build_model, shape_named
-    from engine.dtype import apply_compute_dtype, choose_compute_dtype
+    from engine.dtype import apply_compute_dtype, choose_compute_dtype, enable_dequantized_prefill
 
     if config.get("cache_limit_mb") is not None:
         mx.set_cache_limit(int(config["cache_limit_mb"]) * 2**20)
     model = build_model(shape_named(config["shape"]))
     dtype = apply_compute_dtype(model, choose_compute_dtype(config.get("dtype", "auto"), mx.default_device()))
+    if config.get("dequant_prefill"):
+        enable_dequantized_prefill(model)
     result = _generate(model, config)
     return {**result, "blas": blas.reason if blas.active else "reference BLAS",
             "blas_active": blas.active, "dtype": dtype, "config": config}

@@ -37,11 +37,11 @@ class TrainConfig:
     seed: int = 20240601
     conversations: int = 8000
     vocab_size: int = 1024
-    hidden_size: int = 192
+    hidden_size: int = 128
     layers: int = 4
     heads: int = 4
-    intermediate_size: int = 512
-    steps: int = 2400
+    intermediate_size: int = 384
+    steps: int = 1800
     batch_size: int = 32
     learning_rate: float = 3e-3
     warmup_steps: int = 100
@@ -82,7 +82,7 @@ def make_batches(examples: list[Example], batch_size: int, rng: random.Random) -
 
 def _pad(batch: list[Example]) -> tuple[mx.array, mx.array, mx.array]:
     """Right-pad with token 0 (masked out), shift by one for next-token prediction."""
-    width = max(len(ids) for ids, _ in batch)
+    width = -(-max(len(ids) for ids, _ in batch) // 16) * 16  # few shapes: few recompiles
     ids = [row + [0] * (width - len(row)) for row, _ in batch]
     mask = [m + [False] * (width - len(m)) for _, m in batch]
     tokens = mx.array(ids)
@@ -140,7 +140,7 @@ def _run(model: nn.Module, cfg: TrainConfig, examples: list[Example], log: Calla
         loss = step(*next(batches))
         mx.eval(state, loss)
         recent = (recent + [loss.item()])[-50:]
-        if i % 20 == 0 or i == cfg.steps:
+        if i % 100 == 0 or i == cfg.steps:
             log(f"step {i}/{cfg.steps} loss {sum(recent) / len(recent):.4f} {time.perf_counter() - start:.0f}s")
     return sum(recent) / len(recent)
 

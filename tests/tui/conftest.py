@@ -11,8 +11,6 @@ from engine.config import LoadedConfig, load_config
 from engine.fake import ScriptedEngine
 from tui.app import LogitscopeApp
 
-SIZE = (120, 36)
-
 AppFactory = Callable[..., LogitscopeApp]
 
 

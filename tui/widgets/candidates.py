@@ -18,7 +18,8 @@ from tui.bindings import bindings_for
 from tui.messages import CandidateChosen
 from tui.widgets.render import bar, visible
 
-BAR_WIDTH = 12
+BAR_WIDTH = 10
+CHARS = 12  # of a candidate's text
 
 
 class CandidatesPanel(Widget, can_focus=True):
@@ -61,24 +62,29 @@ class CandidatesPanel(Widget, can_focus=True):
         return text
 
     def _table(self, token: TokenEvent) -> Table:
+        """key, token, raw bar, raw %, sampled % (— when a filter removed the candidate)."""
         variables = self.app.theme_variables
         table = Table.grid(padding=(0, 1))
-        for _ in range(4):
-            table.add_column()
+        for justify in ("left", "left", "left", "right", "right"):
+            table.add_column(justify=justify)  # type: ignore[arg-type]
+        table.add_row("", "", "", Text("raw", style="dim"), Text("sampled", style="dim"))
         for i, cand in enumerate(token.candidates):
             p_raw = math.exp(cand.logprob)
             removed = cand.sampled_prob == 0
-            colour = variables.get("prob-bar-removed" if removed else "prob-bar", "")
+            chosen = cand.id == token.id
             key = str((i + 1) % 10) if i < 10 else " "
-            mark = "▶" if cand.id == token.id else " "
             row_style = "reverse" if i == self.row and self.has_focus else ""
-            label = Text(f"{key}{mark}{visible(cand.text)[:14]:<14}", style=row_style)
-            raw_bar = Text(bar(p_raw, BAR_WIDTH), style=colour or "")
-            sampled = Text(f"{p_raw:6.1%} " + ("  —  " if removed else f"s {cand.sampled_prob:5.1%}"),
-                           style=variables.get("prob-bar-sampled", "") if not removed else "dim")
-            table.add_row(label, raw_bar, sampled)
+            label_style = f"bold {variables.get('chosen-token', '')}" if chosen else ""
+            table.add_row(
+                Text(key + ("▶" if chosen else " "), style=row_style),
+                Text(f"{visible(cand.text)[:CHARS]:<{CHARS}}", style=f"{label_style} {row_style}".strip()),
+                Text(bar(p_raw, BAR_WIDTH), style=variables.get("prob-bar-removed" if removed else "prob-bar", "")),
+                Text(f"{p_raw:.1%}"),
+                Text("—" if removed else f"{cand.sampled_prob:.1%}",
+                     style="dim" if removed else variables.get("prob-bar-sampled", "")),
+            )
         if not token.candidates:
-            table.add_row(Text("candidates are off (c/C to change)", style="dim"))
+            table.add_row("", Text("candidates are off (c/C to change)", style="dim"))
         return table
 
     def action_cursor(self, step: int) -> None:

@@ -106,6 +106,8 @@ class Transcript(VerticalScroll, can_focus=True):
         return self.selected.node, self.selected.cursor
 
     def _select(self, view: AssistantView | None, index: int | None, scroll: bool = True) -> None:
+        if view is None and self.selected is None:
+            return  # nothing was selected: no news to post
         if self.selected is not None and self.selected is not view:
             self.selected.set_cursor(None)
         self.selected = view

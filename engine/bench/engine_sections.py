@@ -1,0 +1,81 @@
+"""The report sections that drive the real Engine (see `engine.bench.turns` for the harness)."""
+
+from __future__ import annotations
+
+import random
+
+from engine.api import GenerateRequest, Message
+from engine.bench.report import Section
+from engine.bench.turns import Contenders, engine_turn, history, params, plain_decode_tps, words
+
+# Targets from the performance issue: the engine may cost at most 3% (30M) / 10% (2M) of plain
+# mlx-lm's decode speed; bigger models hide the per-token overhead better.
+DECODE_TARGETS = {"2m": 0.90, "30m": 0.97}
+
+
+async def decode_section(section: Section, name: str, contenders: Contenders, tokens: int, rounds: int) -> None:
+    """Engine (10 candidates/token, detokenized events) vs a bare `generate_step` loop, tok/s."""
+    messages = (Message("user", "Tell me a story about a cat."),)
+    engine_samples: list[float] = []
+    plain_samples: list[float] = []
+    for round_ in range(rounds):  # alternating who goes first
+        order = [0, 1] if round_ % 2 == 0 else [1, 0]
+        for who in order:
+            if who == 0:
+                timing = await engine_turn(contenders.engine, GenerateRequest(messages, params(tokens, round_)))
+                engine_samples.append(timing.decode_tps)
+            else:
+                plain_samples.append(plain_decode_tps(contenders, messages, tokens, round_))
+    section.add(f"engine decode, 10 candidates ({name})", engine_samples, "tok/s")
+    section.add(f"plain mlx-lm generate_step ({name})", plain_samples, "tok/s")
+    section.compare(f"engine / plain ({name})", engine_samples, plain_samples, DECODE_TARGETS.get(name.split("-")[0]))
+
+
+async def ttft_section(section: Section, name: str, contenders: Contenders, history_tokens: int, rounds: int) -> None:
+    """First-token latency of a follow-up turn: history cached (warm), not cached (cold), fresh chat."""
+    vocab = len(contenders.tokenizer._tokenizer)  # noqa: SLF001 - the HF tokenizer's full size
+    fresh, cold, warm, sizes = [], [], [], []
+    for round_ in range(rounds):
+        rng = random.Random(1000 + round_)
+        past = history(history_tokens, vocab, contenders.tokenizer, rng)
+        ask = (*past, Message("user", words(30, rng)))
+        fresh_turn = await engine_turn(contenders.engine, GenerateRequest((Message("user", words(30, rng)),), params(1, round_)))
+        cold_turn = await engine_turn(contenders.engine, GenerateRequest(ask, params(1, round_)))
+        reply = cold_turn.tokens[0]
+        follow = (*ask, Message("assistant", reply.text, (reply.id,)), Message("user", words(30, rng)))
+        warm_turn = await engine_turn(contenders.engine, GenerateRequest(follow, params(1, round_)))
+        fresh.append(fresh_turn.ttft_s * 1e3)
+        cold.append(cold_turn.ttft_s * 1e3)
+        warm.append(warm_turn.ttft_s * 1e3)
+        sizes.append((fresh_turn.finished.prompt_tokens, cold_turn.finished.prefilled_tokens,
+                      warm_turn.finished.reused_tokens, warm_turn.finished.prefilled_tokens))
+    section.add(f"TTFT fresh ~30-token prompt ({name})", fresh, "ms")
+    section.add(f"TTFT follow-up, history cold ({name})", cold, "ms")
+    section.add(f"TTFT follow-up, history cached ({name})", warm, "ms")
+    section.compare(f"cold / cached ({name})", cold, warm, 10.0)
+    section.compare(f"cached / fresh ({name})", warm, fresh, 1.3, at_most=True)
+    f, c, r, p = sizes[-1]
+    section.notes.append(f"{name}: fresh prompt {f} tokens; cold prefill {c}; cached turn reused {r}, prefilled {p}")
+
+
+async def branch_section(section: Section, name: str, contenders: Contenders, history_tokens: int,
+                         reply_tokens: int, rounds: int) -> None:
+    """Continue from an alternative mid-reply: with the prefix cached vs the same request cold."""
+    vocab = len(contenders.tokenizer._tokenizer)  # noqa: SLF001
+    warm, cold = [], []
+    for round_ in range(rounds):
+        rng = random.Random(2000 + round_)
+        ask = (*history(history_tokens, vocab, contenders.tokenizer, rng), Message("user", words(30, rng)))
+        reply = await engine_turn(contenders.engine, GenerateRequest(ask, params(reply_tokens, round_)))
+        cut = len(reply.tokens) // 2
+        alternative = next((c for c in reply.tokens[cut].candidates if c.id != reply.tokens[cut].id),
+                           reply.tokens[cut].candidates[0])
+        ids = tuple(t.id for t in reply.tokens[:cut]) + (alternative.id,)
+        text = "".join(t.text for t in reply.tokens[:cut]) + alternative.text
+        branch = GenerateRequest((*ask, Message("assistant", text, ids)), params(1, round_), continue_last=True)
+        warm.append((await engine_turn(contenders.engine, branch)).ttft_s * 1e3)
+        await engine_turn(contenders.engine, GenerateRequest((Message("user", words(30, rng)),), params(1, round_)))
+        cold.append((await engine_turn(contenders.engine, branch)).ttft_s * 1e3)
+    section.add(f"branch -> first new token, prefix cached ({name})", warm, "ms")
+    section.add(f"same branch re-run cold ({name})", cold, "ms")
+    section.compare(f"cold / cached branch ({name})", cold, warm)

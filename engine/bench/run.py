@@ -1,0 +1,80 @@
+"""Run the planned sections in order and collect one `Report`.
+
+Models are built and written to a scratch folder first, then each is opened once as a pair of
+contenders (the Engine and plain mlx-lm) shared by the decode, TTFT and branching sections.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from engine.bench.engine_sections import branch_section, decode_section, ttft_section
+from engine.bench.machine import describe
+from engine.bench.process_section import process_section
+from engine.bench.report import Report, Section
+from engine.bench.sampler_section import sampler_section
+from engine.bench.turns import Contenders, open_contenders
+
+if TYPE_CHECKING:
+    from engine.bench.cli import Plan
+
+Progress = Callable[[str], None]
+TUI_NOTE = "the TUI probe (tui/benchprobe.py) is not available yet; this section is to be filled"
+
+
+def _folder_for(shape_name: str, scratch: Path) -> str:
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
+
+    shape = shape_named(shape_name)
+    return str(write_model_folder(scratch / shape.name, shape, build_model(shape)))
+
+
+async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, progress: Progress) -> Report:
+    """Every requested section; the header records where and how it ran."""
+    sections = {name: Section(name, title) for name, title in (
+        ("decode", "Decode speed: Engine (10 candidates/token) vs plain mlx-lm, temp 0.7 top-p 0.9"),
+        ("ttft", f"Time to first token with {plan.history_tokens:,} tokens of history"),
+        ("branch", "Branching: continue from an alternative mid-reply"),
+        ("sampler", "Sampler cost per token"),
+        ("blas-dtype", "Fast BLAS and compute dtype (plain mlx-lm, a fresh process per configuration)"),
+        ("tui", "TUI: stream throughput, key latency, start-up"),
+    ) if name in plan.sections}
+    targets = [(name, None) for name in plan.shapes] + ([(model, model)] if model else [])
+    dtype = "n/a"
+    for name, spec in targets:
+        if not {"decode", "ttft", "branch"} & sections.keys():
+            break
+        progress(f"bench: preparing {name}")
+        contenders = await open_contenders(spec or _folder_for(name, scratch))
+        dtype = contenders.dtype
+        try:
+            await _engine_sections(sections, plan, name if spec is None else "model", contenders, progress)
+        finally:
+            await contenders.engine.close()
+    if "sampler" in sections:
+        progress("bench: sampler")
+        sampler_section(sections["sampler"], plan.sampler_vocabs, plan.sampler_iterations, plan.rounds)
+    if "blas-dtype" in sections:
+        progress("bench: BLAS and dtype (subprocesses)")
+        process_section(sections["blas-dtype"], plan.process_shape, plan.process_prompt, plan.process_decode,
+                        plan.rounds, plan.process_budget_s)
+    if "tui" in sections:
+        sections["tui"].skipped = TUI_NOTE
+    return Report(describe(blas, dtype), list(sections.values()))
+
+
+async def _engine_sections(sections: dict[str, Section], plan: "Plan", name: str, contenders: Contenders,
+                           progress: Progress) -> None:
+    last = name == plan.shapes[-1] or name == "model"
+    if "decode" in sections:
+        progress(f"bench: decode {name}")
+        await decode_section(sections["decode"], name, contenders, plan.decode_tokens, plan.rounds)
+    if "ttft" in sections and (last or not plan.sections or len(plan.shapes) > 2):
+        progress(f"bench: TTFT {name}")
+        await ttft_section(sections["ttft"], name, contenders, plan.history_tokens, plan.rounds)
+    if "branch" in sections and (last or len(plan.shapes) > 2):
+        progress(f"bench: branching {name}")
+        await branch_section(sections["branch"], name, contenders, plan.history_tokens, plan.reply_tokens,
+                             plan.rounds)

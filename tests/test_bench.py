@@ -1,0 +1,124 @@
+"""`logitscope bench`: the report's structure and the harness's behaviour (never the timings)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from engine.bench import main
+from engine.bench.report import Report, Section, Stat, alternate, per_round_ratio
+
+
+def _run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["bench", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_tiny_quick_run_reports_every_requested_section(capsys: pytest.CaptureFixture[str]) -> None:
+    report = _run_json(capsys, "--quick", "--rounds", "1", "--shapes", "2m", "--history", "300",
+                       "--sections", "decode,ttft,branch,sampler")
+
+    machine = report["machine"]
+    for key in ("cpu", "cores", "python", "mlx", "mlx-lm", "textual", "blas", "compute dtype"):
+        assert machine[key] not in ("", None), key
+    sections = {s["name"]: s for s in report["sections"]}
+    assert list(sections) == ["decode", "ttft", "branch", "sampler"]
+    for section in sections.values():
+        assert section["rows"] and not section["skipped"]
+        for row in section["rows"]:
+            stat = row["stat"]
+            assert stat["n"] == 1 and 0 < stat["low"] <= stat["median"] <= stat["high"], row
+            assert math.isfinite(stat["median"])
+
+    decode = sections["decode"]
+    assert [r["unit"] for r in decode["rows"]] == ["tok/s", "tok/s"]
+    (ratio,) = decode["ratios"]
+    assert ratio["target"] == ">= 0.9" and isinstance(ratio["met"], bool)
+    assert math.isclose(ratio["stat"]["median"], decode["rows"][0]["stat"]["median"] / decode["rows"][1]["stat"]["median"])
+
+    ttft = sections["ttft"]
+    assert len(ttft["rows"]) == 3 and [r["target"] for r in ttft["ratios"]] == [">= 10", "<= 1.3"]
+    fresh, cold, reused, prefilled = (int(w) for w in _numbers(ttft["notes"][0]))
+    assert cold > 250 and reused > 250 and prefilled < 60 and fresh < 60  # the cache really was reused
+
+    assert len(sections["branch"]["rows"]) == 2
+    labels = [r["label"] for r in sections["sampler"]["rows"]]
+    assert any("vocab 151,936" in label for label in labels) and any("LiveSampler" in label for label in labels)
+
+
+def _numbers(text: str) -> list[str]:
+    return [w.strip(",;") for w in text.split() if w.strip(",;").isdigit()]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sections", "decode,nope"], "unknown section 'nope'"),
+        (["--shapes", "7b"], "unknown benchmark shape '7b'"),
+        (["--rounds", "-2"], "--rounds must be"),
+        (["--history", "5"], "--history must be at least 100"),
+    ],
+)
+def test_bad_arguments_get_one_line(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def test_text_report_shows_targets_and_skips() -> None:
+    section = Section("decode", "Decode")
+    section.add("engine", [10.0, 12.0, 11.0], "tok/s")
+    section.compare("engine / plain", [10.0, 12.0], [10.0, 10.0], 0.97)
+    section.compare("cached / fresh", [2.0], [1.0], 1.3, at_most=True)
+    skipped = Section("tui", "TUI", skipped="not there yet")
+    text = Report({"cpu": "x"}, [section, skipped]).to_text()
+    assert "11 tok/s" in text and "(10-12, n=3)" in text
+    assert "target >= 0.97 met" in text and "target <= 1.3 MISSED" in text
+    assert "skipped: not there yet" in text
+
+
+def test_stats_and_per_round_ratios() -> None:
+    assert Stat.of([3.0, 1.0, 2.0]) == Stat(2.0, 1.0, 3.0, 3)
+    assert per_round_ratio([2.0, 9.0, 4.0], [1.0, 3.0, 1.0]) == Stat(3.0, 2.0, 4.0, 3)
+    with pytest.raises(ValueError):
+        Stat.of([])
+
+
+def test_alternate_rotates_who_goes_first() -> None:
+    order: list[str] = []
+
+    def contender(name: str):  # type: ignore[no-untyped-def]
+        def measure(round_: int) -> float:
+            order.append(name)
+            return float(round_)
+        return measure
+
+    samples = alternate({"a": contender("a"), "b": contender("b"), "c": contender("c")}, rounds=3)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert samples == {"a": [0.0, 1.0, 2.0], "b": [0.0, 1.0, 2.0], "c": [0.0, 1.0, 2.0]}
+
+
+def test_a_worker_process_measures_one_configuration() -> None:
+    from engine.bench.process_section import run_worker
+
+    result = run_worker({"shape": "2m", "blas": False, "dtype": "float32", "prompt": 16, "decode": 6})
+    assert result["dtype"] == "float32" and result["blas_active"] is False
+    assert result["prefill_tps"] > 0 and result["decode_tps"] > 0 and result["decoded"] == 6
+
+
+def test_bench_models_have_realistic_sizes_and_a_tokenizer_for_every_id(tmp_path: Path) -> None:
+    from engine.bench.folders import write_tokenizer
+    from engine.bench.shapes import build_model, parameter_count, shape_named
+
+    assert 1.8e6 < parameter_count(build_model(shape_named("2m"))) < 2.5e6
+    assert parameter_count(build_model(shape_named("2m-4bit"))) == parameter_count(build_model(shape_named("2m")))
+    write_tokenizer(tmp_path, 4096)
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
+    assert len(tokenizer) == 4096 and tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.convert_tokens_to_ids("<|im_end|>") == 4095
+    assert tokenizer.decode(tokenizer.encode("hello world")) == "hello world"

@@ -1,0 +1,421 @@
+"""The app driven headless with Pilot and the scripted engine: chat, inspection, branching,
+parameters, commands, themes and settings."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+from typing import Any
+
+from textual.message import Message
+
+from engine.api import SamplingParams
+from engine.fake import ScriptedEngine, ScriptedToken
+from tui_helpers import SIZE, screen_text, send, wait_idle
+from tui import messages as msg
+from tui.app import LogitscopeApp
+from tui.bindings import PARAM_KEYS
+from tui.model.params import PANEL_PARAMS, step_param
+from tui.screens.dialogs import ValueDialog
+from tui.screens.help import HelpScreen
+from tui.widgets.candidates import CandidatesPanel
+from tui.widgets.chat_input import ChatInput
+from tui.widgets.message_views import AssistantView
+from tui.widgets.params_panel import ParamsPanel
+from tui.widgets.status_bar import StatusBar
+from tui.widgets.transcript import Transcript
+
+
+async def test_send_streams_a_reply_then_renders_markdown(make_app: Any) -> None:
+    seen: list[Message] = []
+    app = make_app(ScriptedEngine(token_delay=0.005))
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await send(app, pilot, "hi")
+        kinds = [type(m) for m in seen]
+        assert msg.GenerationStarted in kinds and msg.GenerationFinished in kinds
+        assert kinds.count(msg.ReplyGrew) >= 1
+        path = app.controller.conversation.path()
+        assert [n.role for n in path] == ["user", "assistant"]
+        assert path[0].version.text == "hi"
+        text = screen_text(app)
+        assert "Hello! I am a scripted model." in text
+        assert "**" not in text  # finished replies are Markdown, not raw tokens
+        assert app.engine.requests[0].messages[-1].text == "hi"
+        bar = app.screen.query_one(StatusBar)
+        assert bar.stats is not None and bar.stats.generated_tokens == 20
+        assert "decode 250.0 tok/s" in text and "ctx 22/4096" in text
+
+
+async def test_fast_long_stream_is_coalesced(make_app: Any) -> None:
+    """5,000 tokens as fast as the engine can: far fewer screen updates than tokens."""
+    reply = [ScriptedToken(f" w{i}" + ("\n" if i % 40 == 39 else ""), 0.5, ((" x", 0.2),)) for i in range(5000)]
+    seen: list[Message] = []
+    app = make_app(ScriptedEngine([reply]))
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await wait_idle(app, pilot)
+        params = app.controller.params.with_changes(max_tokens=6000)
+        app.chat_screen.set_params(params)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await send(app, pilot, "go")
+        elapsed = loop.time() - started
+        version = app.controller.conversation.path()[-1].version
+        assert len(version.tokens or []) == 5000
+        grew = sum(isinstance(m, msg.ReplyGrew) for m in seen)
+        assert grew < 5000 / 10
+        assert elapsed < 30
+        view = app.screen.query_one(AssistantView)
+        assert len(view._chunks) > 10  # chunked: a new token re-renders one chunk only
+
+
+async def test_token_cursor_updates_candidates_panel(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape")  # leave the input: the transcript has focus
+        assert isinstance(app.focused, Transcript)
+        await pilot.press("right")  # first key selects the last token
+        panel = app.screen.query_one(CandidatesPanel)
+        tokens = app.controller.conversation.path()[-1].version.tokens
+        assert tokens is not None and panel.token == tokens[-1]
+        await pilot.press("home")
+        assert panel.token == tokens[0]
+        await pilot.press("right")
+        assert panel.token == tokens[1]
+        await pilot.press("left")
+        assert panel.token == tokens[0]
+        text = screen_text(app)
+        assert "rank 1" in text and "entropy" in text and "Hi" in text  # an alternative is listed
+        await pilot.press("n")  # next token below 10%: " scripted" (p = 0.05)
+        assert panel.token is not None and panel.token.text == " scripted"
+        assert math.exp(panel.token.logprob) < 0.1 and panel.token.rank == 4
+        await pilot.press("backspace")
+        assert panel.token is None
+
+
+async def test_click_selects_a_token(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right")  # inspect: the reply shows its tokens
+        await pilot.pause()
+        view = app.screen.query_one(AssistantView)
+        chunk = view._chunks[0]
+        await pilot.click(chunk, offset=(1, 0))
+        assert app.screen.query_one(Transcript).cursor == (view.node, 0)
+        assert app.screen.query_one(CandidatesPanel).token is view.tokens[0]
+
+
+async def test_branch_on_candidate_and_flip_back(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        node = app.controller.conversation.path()[-1]
+        first = node.version
+        await pilot.press("escape", "right", "home")  # token 0: "Hello", candidates Hello/Hi/Hey/...
+        await pilot.press("2")  # branch on candidate 2: "Hi"
+        await wait_idle(app, pilot)
+        request = engine.requests[-1]
+        assert request.continue_last
+        last = request.messages[-1]
+        assert last.role == "assistant" and last.text == "Hi"
+        assert last.token_ids == (first.tokens[0].candidates[1].id,)  # type: ignore[index]
+        assert len(node.versions) == 2 and node.active == 1
+        assert node.version.reply_text().startswith("Hi!")
+        assert "branch 2/2" in screen_text(app)
+        await pilot.press("escape", "right")
+        await pilot.press("left_square_bracket")
+        await pilot.pause()
+        assert node.active == 0 and node.version is first
+        assert "branch 1/2" in screen_text(app)
+        await pilot.press("right_square_bracket")
+        assert node.active == 1
+
+
+async def test_enter_on_candidates_panel_branches(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right", "home")
+        app.screen.query_one(CandidatesPanel).focus()
+        await pilot.press("down", "down", "enter")  # candidate 3: "Hey"
+        await wait_idle(app, pilot)
+        assert app.controller.conversation.path()[-1].version.reply_text().startswith("Hey")
+
+
+async def test_stop_cancels_at_once(make_app: Any) -> None:
+    engine = ScriptedEngine(token_delay=0.2)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press(*"hi", "enter")
+        await asyncio.sleep(0.2)
+        assert app.controller.busy
+        await pilot.press("escape")
+        await wait_idle(app, pilot)
+        version = app.controller.conversation.path()[-1].version
+        assert version.finish_reason == "cancelled"
+        assert 0 < len(version.tokens or []) < 20
+        assert "stopped" in screen_text(app)
+        assert isinstance(app.focused, ChatInput)  # Escape while streaming stopped, it did not move focus
+
+
+async def test_regenerate_keeps_old_reply_as_branch(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+r")
+        await wait_idle(app, pilot)
+        node = app.controller.conversation.path()[-1]
+        assert len(node.versions) == 2
+        assert node.version.reply_text().startswith("Sure")  # the second script
+        assert not engine.requests[-1].continue_last
+        assert [m.role for m in engine.requests[-1].messages] == ["user"]
+
+
+async def test_edit_last_message_and_resend(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("f4")
+        await pilot.pause()
+        area = app.screen.query_one("#text")
+        area.text = "hello there"  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        await wait_idle(app, pilot)
+        user = app.controller.conversation.path()[0]
+        assert len(user.versions) == 2 and user.version.text == "hello there"
+        assert engine.requests[-1].messages[-1].text == "hello there"
+        assert "‹2/2›" in screen_text(app)
+
+
+async def test_new_chat_and_system_prompt(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert app.controller.conversation.root is None
+        assert app.screen.query(AssistantView).first(None) is None
+        await pilot.press("f2")
+        await pilot.pause()
+        app.screen.query_one("#text").text = "Be brief."  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert "Be brief." in screen_text(app)
+        await send(app, pilot, "yo")
+        assert engine.requests[-1].messages[0].role == "system"
+        assert engine.requests[-1].messages[0].text == "Be brief."
+
+
+async def test_input_history_recall(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "first")
+        await send(app, pilot, "second")
+        box = app.screen.query_one(ChatInput)
+        await pilot.press("up")
+        assert box.text == "second"
+        await pilot.press("up")
+        assert box.text == "first"
+        await pilot.press("down", "down")
+        assert box.text == ""
+        await pilot.press(*"a", "shift+enter", "b")
+        assert box.text == "a\nb"
+
+
+async def test_every_parameter_key_steps_up_and_down(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        app.screen.query_one(Transcript).focus()
+        for name, _label in PANEL_PARAMS:
+            key = PARAM_KEYS[name]
+            before = app.controller.params
+            await pilot.press(key)
+            down = app.controller.params
+            assert down == step_param(before, name, -1), name
+            await pilot.press(key.upper())
+            assert app.controller.params == step_param(down, name, 1), name
+            await pilot.press(key.upper())
+            assert app.controller.params == step_param(step_param(down, name, 1), name, 1), name
+            assert len({getattr(p, name) for p in (before, down, app.controller.params)}) > 1, name
+        assert engine._params == app.controller.params  # every change reached the engine
+        assert f"{app.controller.params.temperature:.2f}" in screen_text(app)
+
+
+async def test_param_change_mid_stream_applies_from_next_token(make_app: Any) -> None:
+    engine = ScriptedEngine(token_delay=0.1)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press(*"hi", "enter")
+        await asyncio.sleep(0.15)
+        app.screen.query_one(Transcript).focus()
+        await pilot.press("T")
+        await wait_idle(app, pilot)
+        temps = [p.temperature for p in engine.params_seen]
+        assert temps[0] == 0.7 and temps[-1] == 0.8
+        assert app.screen.query_one(ParamsPanel).params.temperature == 0.8
+
+
+async def test_typed_value_is_validated(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        panel = app.screen.query_one(ParamsPanel)
+        panel.focus()
+        await pilot.press("enter")  # temperature
+        await pilot.pause()
+        assert isinstance(app.screen, ValueDialog)
+        value = app.screen.query_one("#value")
+        value.value = "9"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ValueDialog)  # refused: still open
+        assert "between 0.0 and 5.0" in screen_text(app)
+        assert app.controller.params.temperature == 0.7
+        value.value = "1.25"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, ValueDialog)
+        assert app.controller.params.temperature == 1.25
+
+
+async def test_presets_cycle(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("f5")
+        assert app.chat_screen.preset == "precise" and app.controller.params.temperature == 0.0
+        await pilot.press("f5")
+        assert app.chat_screen.preset == "balanced" and app.controller.params.top_p == 0.95
+
+
+async def test_heatmap_toggle_shows_tokens(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        view = app.screen.query_one(AssistantView)
+        assert not view.query_one("#tokens").display
+        await pilot.press("f3")
+        assert view.heat is not None and view.query_one("#tokens").display
+        await pilot.press("f3")
+        assert view.heat is None
+
+
+async def test_theme_cycle_and_command(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        assert app.theme == "logitscope-dark"
+        await pilot.press("ctrl+t")
+        assert app.theme != "logitscope-dark" and app.theme.startswith("logitscope")
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Theme: logitscope-light")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.theme == "logitscope-light"
+
+
+async def test_palette_runs_a_screen_action(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Heatmap")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.chat_screen.heatmap
+
+
+async def test_save_settings_round_trip(make_app: Any, config_path: Path) -> None:
+    app = make_app(config_text='[ui]\nheatmap = true\n')
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        app.screen.query_one(Transcript).focus()
+        await pilot.press("T", "K", "ctrl+t", "ctrl+s")
+        theme = app.theme
+        await pilot.pause()
+    from engine.config import load_config
+
+    loaded = load_config(config_path).config
+    assert loaded.sampling.temperature == 0.8 and loaded.sampling.top_k == 1
+    assert loaded.ui.theme == theme and loaded.ui.heatmap  # the user's other settings are kept
+    again = make_app()
+    async with again.run_test(size=SIZE) as pilot:
+        await wait_idle(again, pilot)
+        assert again.theme == theme and again.controller.params.temperature == 0.8
+
+
+async def test_broken_config_notifies_and_starts_on_defaults(make_app: Any) -> None:
+    app = make_app(config_text='[sampling]\ntemperature = 99\n[keys]\n"chat.send" = "ctrl+nope"\n')
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        notes = [n.message for n in app._notifications]
+        assert any("temperature" in n for n in notes)
+        assert any("chat.send" in n for n in notes)
+        assert app.controller.params == SamplingParams()
+        await send(app, pilot, "hi")  # Enter still sends
+        assert len(app.controller.conversation.path()) == 2
+
+
+async def test_keymap_rebinds_by_id(make_app: Any) -> None:
+    app = make_app(config_text='[keys]\n"param.temperature.up" = "ctrl+up"\n')
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+up")
+        assert app.controller.params.temperature == 0.8
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        assert "param.temperature.up" in text and "ctrl+up" in text
+
+
+async def test_model_load_error_is_a_notification(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(load_error="model 'nope' not found"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        notes = [n.message for n in app._notifications]
+        assert "model 'nope' not found" in notes
+        assert "no model loaded" in screen_text(app)
+        await pilot.press(*"hi", "enter")
+        await pilot.pause()
+        assert app.controller.conversation.root is None  # refused politely, no crash
+
+
+async def test_usable_while_loading(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(load_delay=0.4))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.15)
+        assert "loading demo" in screen_text(app)
+        await pilot.press(*"typing", "ctrl+t")
+        assert app.screen.query_one(ChatInput).text == "typing"
+        await wait_idle(app, pilot)
+        assert "ready" in screen_text(app)
+
+
+async def test_quit_mid_stream_closes_engine_and_keeps_conversation(make_app: Any, tmp_path: Path) -> None:
+    engine = ScriptedEngine(token_delay=0.2)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press(*"hi", "enter")
+        await asyncio.sleep(0.15)
+        assert app.controller.busy
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert engine.closed
+    saved = tmp_path / "state" / "last-conversation.json"
+    assert saved.is_file() and '"hi"' in saved.read_text()

@@ -1,0 +1,34 @@
+"""Helpers for the TUI tests: read the screen as text, wait for the scripted engine."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from textual.app import App
+
+SIZE = (120, 36)  # every headless test and snapshot uses this terminal size
+
+
+def screen_text(app: App[Any]) -> str:
+    """The whole screen as text, one line per row (what a user would read)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join(strip.text.rstrip() for strip in strips)
+
+
+async def wait_idle(app: Any, pilot: Any, timeout: float = 10.0) -> None:
+    """Until the model is loaded and no reply is streaming (then let messages settle)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while (app.engine.model is None or app.controller.busy) and loop.time() < end:
+        await asyncio.sleep(0.01)
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def send(app: Any, pilot: Any, text: str) -> None:
+    """Type `text` into the chat input, press Enter and wait for the whole reply."""
+    await wait_idle(app, pilot)
+    app.screen.query_one("ChatInput").focus()
+    await pilot.press(*text, "enter")
+    await wait_idle(app, pilot)
