@@ -201,6 +201,7 @@ class ModelInfo:
     has_chat_template: bool
     parameters: int
     dtype: str  # compute dtype in use, e.g. "float32"
+    blas: str = ""  # which BLAS MLX's CPU matmuls use, e.g. "OpenBLAS (2 threads)"
 
 
 class EngineError(Exception):

@@ -125,6 +125,8 @@ def _cmeel_paths() -> list[str]:
 def enable_fast_blas(enabled: bool = True, threads: int | None = None) -> BlasInfo:
     """Load OpenBLAS globally so MLX binds its BLAS calls to it. Call before ``import mlx``.
 
+    Threads: ``threads`` if given, else ``OPENBLAS_NUM_THREADS``, else the usable core count.
+
     Never raises: a missing library or a late call is reported in the returned `BlasInfo`, and
     MLX then simply runs with its own (slow but correct) BLAS.
     """
@@ -134,8 +136,8 @@ def enable_fast_blas(enabled: bool = True, threads: int | None = None) -> BlasIn
         return BlasInfo(False, f"fast BLAS switched off ({ENV_SWITCH}=0 or config)")
     if "mlx.core" in sys.modules:
         return _late_call_info()
-    count = threads or default_threads()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(count))
+    count = threads or _env_threads() or default_threads()
+    os.environ["OPENBLAS_NUM_THREADS"] = str(count)  # read by OpenBLAS when it starts its pool
     failures: list[str] = []
     for path in candidate_paths():
         info = _try_load(path, count, failures)
@@ -167,15 +169,19 @@ def _try_load(path: str, threads: int, failures: list[str]) -> BlasInfo | None:
     return BlasInfo(True, f"OpenBLAS ({real}, {actual} threads)", path=real, threads=actual)
 
 
+def _env_threads() -> int | None:
+    """A user's ``OPENBLAS_NUM_THREADS``, if it is a positive whole number."""
+    raw = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
 def _set_threads(lib: ctypes.CDLL, threads: int) -> int:
-    """Honour a user's ``OPENBLAS_NUM_THREADS``, else use ``threads``; return what is in force."""
-    raw = os.environ.get("OPENBLAS_NUM_THREADS", "")
-    wanted = int(raw) if raw.strip().isdigit() else threads
+    """Apply the thread count (also after start-up, in case the pool already existed)."""
     if hasattr(lib, "openblas_set_num_threads"):
-        lib.openblas_set_num_threads(ctypes.c_int(max(1, wanted)))
+        lib.openblas_set_num_threads(ctypes.c_int(threads))
     if hasattr(lib, "openblas_get_num_threads"):
         return int(lib.openblas_get_num_threads())
-    return wanted
+    return threads
 
 
 def _not_found_reason(failures: list[str]) -> str:

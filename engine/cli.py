@@ -20,6 +20,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence, TextIO
 
 from engine.api import (
@@ -86,8 +87,6 @@ class RunPlan:
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
     """Merge config defaults with flags; raises UsageError/ParamError with one line."""
-    from pathlib import Path
-
     if args.config and not Path(args.config).expanduser().is_file():
         raise UsageError(f"logitscope run: config file not found: {args.config}")
     loaded = load_config(Path(args.config).expanduser() if args.config else None, explicit=bool(args.config))
@@ -108,12 +107,11 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
 
 
 def _real_engine(config: Config) -> EngineAPI:
-    """The MLX engine, configured from [model]; OpenBLAS must be chosen before MLX loads."""
-    from engine.blas import enable_fast_blas
+    """The MLX engine, configured from [model] (the engine thread sets up BLAS before MLX loads)."""
     from engine.client import Engine
 
-    enable_fast_blas(enabled=config.model.fast_blas)
-    return Engine(max_context=config.model.max_context)
+    model = config.model
+    return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,13 +193,17 @@ async def _run_turn(engine: EngineAPI, request: GenerateRequest, turn: int, prin
     raise EngineError("the engine ended a turn without finishing it")
 
 
-async def run_conversation(plan: RunPlan, engine: EngineAPI, printer: Printer, err: TextIO) -> None:
+async def run_conversation(
+    plan: RunPlan, engine: EngineAPI, printer: Printer, err: TextIO, on_loaded: Callable[[], None] | None = None
+) -> None:
     """Load the model, then run every prompt as the next turn of one conversation."""
     in_turn = False
     try:
         await engine.load(plan.model, trust_remote_code=plan.trust_remote_code, on_progress=_progress_printer(err))
         if err.isatty():
             err.write("\r\033[K")
+        if on_loaded is not None:
+            on_loaded()
         messages: list[Message] = [Message("system", plan.system)] if plan.system else []
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
@@ -215,15 +217,13 @@ async def run_conversation(plan: RunPlan, engine: EngineAPI, printer: Printer, e
         await engine.close()
 
 
-def _record_recent(spec: str) -> None:
+async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: TextIO, remember: bool) -> int:
+    """Run the plan; with `remember`, a model that loaded goes into the picker's recent list."""
     from engine.hub import record_recent
 
-    record_recent(spec)
-
-
-async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: TextIO) -> int:
     engine = factory()
-    await run_conversation(plan, engine, Printer(out, plan.json), err)
+    on_loaded = (lambda: record_recent(plan.model)) if remember else None
+    await run_conversation(plan, engine, Printer(out, plan.json), err, on_loaded)
     return 0
 
 
@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
         return done.code if isinstance(done.code, int) else 0
     factory = engine_factory or (lambda: _real_engine(plan.config))
     try:
-        code = asyncio.run(_main_async(plan, factory, out, err))
+        code = asyncio.run(_main_async(plan, factory, out, err, remember=engine_factory is None))
     except KeyboardInterrupt:
         return _fail(err, "\ninterrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
@@ -267,8 +267,6 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
         return _fail(err, f"logitscope: {error}")
     except EngineError as error:
         return _fail(err, f"logitscope: {error}", 1)
-    if engine_factory is None:
-        _record_recent(plan.model)
     return code
 
 

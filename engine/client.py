@@ -20,15 +20,16 @@ from engine.api import (
     SamplingParams,
     TurnFinished,
 )
-from engine.worker import EngineWorker, GenerateCommand, LoadCommand, Sink, TurnControl
+from engine.worker import EngineOptions, EngineWorker, GenerateCommand, LoadCommand, Sink, TurnControl
 
 
 class Engine:
     """Local MLX inference with a KV cache reused across turns (see `engine.api.EngineAPI`)."""
 
-    def __init__(self, max_context: int = 0) -> None:
-        """`max_context` caps the context below the model's own limit (0 = the model's limit)."""
-        self._max_context = max_context
+    def __init__(self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto") -> None:
+        """`max_context` caps the context below the model's own limit (0 = the model's limit);
+        `fast_blas` and `compute_dtype` are described in `engine.worker.EngineOptions`."""
+        self._options = EngineOptions(max_context, fast_blas, compute_dtype)
         self._worker: EngineWorker | None = None  # started on first use
         self._model: ModelInfo | None = None
         self._turns: list[TurnControl] = []  # turns submitted and not yet finished
@@ -115,7 +116,7 @@ class Engine:
         if self._closed:
             raise EngineError("The engine is closed.")
         if self._worker is None:
-            self._worker = EngineWorker(self._max_context)
+            self._worker = EngineWorker(self._options)
         return self._worker
 
 

@@ -116,7 +116,9 @@ def _download_error(repo_id: str, error: Exception) -> ModelLoadError:
     from huggingface_hub import constants, errors
 
     if isinstance(error, errors.GatedRepoError):
-        return ModelLoadError(f"{repo_id} is gated: accept its terms on huggingface.co, then log in with `hf auth login`")
+        return ModelLoadError(
+            f"{repo_id} is gated: accept its terms on huggingface.co, then log in with `hf auth login`"
+        )
     if isinstance(error, errors.RepositoryNotFoundError):
         return ModelLoadError(
             f"no model {repo_id} on Hugging Face and no local folder of that name "
@@ -250,7 +252,9 @@ def check_weights(folder: Path, name: str) -> None:
             raise ModelLoadError(f"{name}: model.safetensors.index.json is unreadable ({one_line(error)})") from error
         missing = sorted(s for s in shards if not (folder / s).is_file())
         if missing:
-            raise ModelLoadError(f"{name} is missing weight file {missing[0]} (of {len(missing)} missing); download it again")
+            raise ModelLoadError(
+                f"{name} is missing weight file {missing[0]} (of {len(missing)} missing); download it again"
+            )
     for file in files:
         check_safetensors(file, name)
 
@@ -272,7 +276,8 @@ def check_safetensors(file: Path, name: str) -> None:
             header = json.loads(f.read(length))
             end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
-            raise ModelLoadError(f"{name}: weight file {file.name} is corrupt (bad header); download it again") from error
+            bad = f"{name}: weight file {file.name} is corrupt (bad header); download it again"
+            raise ModelLoadError(bad) from error
     if 8 + length + end != size:
         raise ModelLoadError(
             f"{name}: weight file {file.name} is truncated or corrupt ({size} bytes, expected {8 + length + end}); "
@@ -368,7 +373,8 @@ def cached_models(cache_dir: str | Path | None = None) -> list[ModelEntry]:
             continue
         newest = max(repo.revisions, key=lambda r: r.last_modified)
         if is_loadable_folder(Path(newest.snapshot_path)):
-            entries.append(ModelEntry(repo.repo_id, repo.repo_id, "cache", str(newest.snapshot_path), repo.size_on_disk))
+            path = str(newest.snapshot_path)
+            entries.append(ModelEntry(repo.repo_id, repo.repo_id, "cache", path, repo.size_on_disk))
     return entries
 
 

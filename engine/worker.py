@@ -10,6 +10,7 @@ MLX and mlx-lm are imported lazily inside the thread, so importing this module s
 
 from __future__ import annotations
 
+import atexit
 import queue
 import sys
 import threading
@@ -61,27 +62,40 @@ class StopCommand:
 Command = Union[LoadCommand, GenerateCommand, StopCommand]
 
 
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the engine thread sets MLX up; fixed for the thread's life.
+
+    `fast_blas` must be decided before MLX is imported (see `engine.blas`), which is why it is an
+    option of the thread rather than of a model load.
+    """
+
+    max_context: int = 0  # cap below the model's own context; 0 = the model's limit
+    fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.blas)
+    compute_dtype: str = "auto"  # see engine.dtype.choose_compute_dtype
+
+
 def _load_model(spec: str, trust_remote_code: bool, on_progress: Callable[[LoadProgress], None]) -> tuple[Any, Any]:
     """Load (model, mlx-lm TokenizerWrapper) for `spec`; the one place the engine loads weights."""
-    from mlx_lm.utils import load
+    from engine.models import load_model
 
-    on_progress(LoadProgress(f"Loading {spec}"))
-    try:
-        model, tokenizer = load(spec, trust_remote_code=trust_remote_code)
-    except Exception as exc:  # mlx-lm raises many kinds; the user gets one line
-        raise ModelLoadError(f"Could not load {spec}: {_one_line(exc)}") from exc
-    return model, tokenizer
+    loaded = load_model(spec, trust_remote_code=trust_remote_code, on_progress=on_progress)
+    return loaded.model, loaded.tokenizer
 
 
 class EngineWorker:
     """Owns the engine thread and the session (model + cache) that lives on it."""
 
-    def __init__(self, max_context: int = 0) -> None:
-        self._max_context = max_context
+    def __init__(self, options: EngineOptions | None = None) -> None:
+        self._options = options or EngineOptions()
+        self._blas = "not set up yet"
         self._commands: queue.Queue[Command] = queue.Queue()
         self._stream: Any = None  # the engine thread's MLX stream, touched only on that thread
         self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
         self._thread.start()
+        # A daemon thread left running at interpreter exit can abort the process from MLX's
+        # destructors; stopping it first (and releasing its streams on it) prevents that.
+        atexit.register(self._stop_at_exit)
 
     @property
     def thread_id(self) -> int | None:
@@ -97,9 +111,18 @@ class EngineWorker:
         if self._thread.is_alive():
             self._commands.put(StopCommand())
             self._thread.join(timeout)
+        if not self._thread.is_alive():
+            atexit.unregister(self._stop_at_exit)
+
+    def _stop_at_exit(self) -> None:
+        self.stop(timeout=10)
 
     def _run(self) -> None:
         session: Session | None = None
+        from engine.blas import enable_fast_blas  # before this thread imports MLX
+
+        info = enable_fast_blas(self._options.fast_blas)
+        self._blas = f"OpenBLAS ({info.threads} threads)" if info.active else "MLX built-in"
         try:
             while True:
                 command = self._commands.get()
@@ -123,12 +146,15 @@ class EngineWorker:
 
             from engine.session import Session
 
+            from engine.dtype import apply_compute_dtype, choose_compute_dtype
+
             model, tokenizer = _load_model(command.spec, command.trust_remote_code, command.on_progress)
-            limit = _context_limit(model, self._max_context)
+            dtype = apply_compute_dtype(model, choose_compute_dtype(self._options.compute_dtype, mx.default_device()))
+            limit = _context_limit(model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
             session = Session(model, tokenizer, limit, self._stream)
-            command.sink(_model_info(command.spec, model, tokenizer, limit))
+            command.sink(_model_info(command.spec, model, tokenizer, limit, dtype, self._blas))
             return session
         except EngineError as exc:
             command.sink(exc)
@@ -173,7 +199,7 @@ def _context_limit(model: Any, max_context: int) -> int:
     return min(limit, max_context) if max_context > 0 else limit
 
 
-def _model_info(spec: str, model: Any, tokenizer: Any, limit: int) -> ModelInfo:
+def _model_info(spec: str, model: Any, tokenizer: Any, limit: int, dtype: str, blas: str) -> ModelInfo:
     """What the caller may know about the loaded model (plain data only)."""
     from mlx.utils import tree_flatten
 
@@ -186,7 +212,8 @@ def _model_info(spec: str, model: Any, tokenizer: Any, limit: int) -> ModelInfo:
         vocab_size=int(getattr(getattr(model, "args", None), "vocab_size", 0) or len(tokenizer)),
         has_chat_template=bool(tokenizer.has_chat_template),
         parameters=sum(int(a.size) for _, a in params),
-        dtype=str(params[0][1].dtype).removeprefix("mlx.core.") if params else "unknown",
+        dtype=dtype,
+        blas=blas,
     )
 
 

@@ -110,3 +110,9 @@ def test_missing_library_gives_one_line_hint() -> None:
     reason = blas._not_found_reason(["/x/libopenblas.so.0: libgfortran.so.5: cannot open shared object file"])
     assert "libgfortran5" in reason and "\n" not in reason
     assert "cmeel-openblas" in blas._not_found_reason([])
+
+
+def test_explicit_thread_count_wins(fast: dict) -> None:
+    code = PROBE.replace("enable_fast_blas()", "enable_fast_blas(threads=1)")
+    result = run_probe(code, OPENBLAS_NUM_THREADS="2")
+    assert result["active"] and result["threads"] == 1

@@ -94,7 +94,8 @@ def test_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_conversation_carries_each_reply_with_its_ids(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _, factory = _run(["run", "--model", "m", "--system", "be brief", "--prompt", "a", "--prompt", "b"], capsys)
+    argv = ["run", "--model", "m", "--system", "be brief", "--prompt", "a", "--prompt", "b"]
+    code, _, _, factory = _run(argv, capsys)
     first, second = factory.engine.requests
     assert code == 0
     assert first.messages == (Message("system", "be brief"), Message("user", "a"))
@@ -113,10 +114,13 @@ def test_max_tokens_finishes_with_length(capsys: pytest.CaptureFixture[str]) -> 
 # Flags and config
 
 
-def test_flags_override_config_and_config_overrides_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_flags_override_config_and_config_overrides_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "my.toml"
     config.write_text('[model]\ndefault = "cfg-model"\n[sampling]\ntemperature = 0.0\ntop_k = 5\nseed = 7\n')
-    code, _, _, factory = _run(["run", "--config", str(config), "--prompt", "a", "--top-k", "9", "--min-p", "0.1"], capsys)
+    argv = ["run", "--config", str(config), "--prompt", "a", "--top-k", "9", "--min-p", "0.1"]
+    code, _, _, factory = _run(argv, capsys)
     assert code == 0
     assert factory.engine.model is not None and factory.engine.model.name == "cfg-model"
     params = factory.engine.requests[0].params
@@ -124,7 +128,8 @@ def test_flags_override_config_and_config_overrides_defaults(tmp_path: Path, cap
 
 
 def test_every_param_flag_reaches_the_request(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["run", "--model", "m", "--prompt", "a", "--temp", "1.5", "--top-k", "3", "--top-p", "0.9", "--min-p", "0.05",
+    argv = ["run", "--model", "m", "--prompt", "a", "--temp", "1.5", "--top-k", "3", "--top-p", "0.9",
+            "--min-p", "0.05",
             "--repetition-penalty", "1.2", "--repetition-context-size", "32", "--presence-penalty", "0.5",
             "--frequency-penalty", "-0.5", "--seed", "42", "--max-tokens", "100", "--candidates", "4"]
     code, _, _, factory = _run(argv, capsys)
@@ -142,11 +147,15 @@ def test_default_model_comes_from_the_packaged_config(capsys: pytest.CaptureFixt
     assert factory.engine.model is not None and factory.engine.model.path == "/scripted/demo"
 
 
-def test_trust_remote_code_flag_reaches_load(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trust_remote_code_flag_reaches_load(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[bool] = []
     original = ScriptedEngine.load
 
-    async def load(self: ScriptedEngine, model: str, *, trust_remote_code: bool = False, on_progress: Any = None) -> Any:
+    async def load(
+        self: ScriptedEngine, model: str, *, trust_remote_code: bool = False, on_progress: Any = None
+    ) -> Any:
         seen.append(trust_remote_code)
         return await original(self, model, trust_remote_code=trust_remote_code, on_progress=on_progress)
 
@@ -183,13 +192,26 @@ def test_bad_flags(argv: list[str], expected: str, capsys: pytest.CaptureFixture
 
 @pytest.mark.parametrize(
     ("argv", "expected"),
-    [([], "logitscope: the following arguments are required: command"),
+    [([], "logitscope: the following arguments are required: {run,bench}"),
      (["run"], "logitscope run: the following arguments are required: --prompt"),
-     (["chat"], "logitscope: argument command: invalid choice: 'chat'")],  # the rest varies by Python
+     (["chat"], "logitscope: argument {run,bench}: invalid choice: 'chat'")],  # the rest varies by Python
 )
 def test_bad_commands(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err, _ = _run(argv, capsys)
     assert (code, out) == (2, "") and err.startswith(expected) and err.count("\n") == 1
+
+
+def test_bench_is_handed_to_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.bench
+
+    seen: list[list[str] | None] = []
+
+    def bench(argv: list[str] | None = None) -> int:
+        seen.append(argv)
+        return 7
+
+    monkeypatch.setattr(engine.bench, "main", bench)
+    assert main(["bench", "--quick"]) == 7 and seen == [["--quick"]]
 
 
 def test_help_returns_zero(capsys: pytest.CaptureFixture[str]) -> None:
@@ -198,7 +220,8 @@ def test_help_returns_zero(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_model_that_fails_to_load(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err, factory = _run(["run", "--model", "x", "--prompt", "a"], capsys, load_error="model folder not found: x")
+    argv = ["run", "--model", "x", "--prompt", "a"]
+    code, out, err, factory = _run(argv, capsys, load_error="model folder not found: x")
     assert (code, out, err) == (2, "", "logitscope: model folder not found: x\n")
     assert factory.engine.closed
 

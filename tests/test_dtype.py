@@ -161,3 +161,18 @@ def test_layers_that_cannot_be_unpacked_keep_their_kernel() -> None:
     assert enable_dequantized_prefill(model) == 1
     assert [type(layer).__name__ for layer in model.layers] == [
         "_PrefillDequantizedLinear", "QuantizedLinear", "QuantizedLinear"]
+
+
+def test_two_stream_decode_is_exact_and_only_splits_big_layers() -> None:
+    from engine.parallel import _TwoStreamEmbedding, _TwoStreamLinear, enable_two_stream_decode
+
+    model = _tiny("qwen2", seed=6, quantized=True)  # tied, quantized embedding = lm_head
+    apply_compute_dtype(model, "float32")
+    tokens = mx.random.randint(0, 256, (1, 24), key=mx.random.key(8))
+    prefill, step = model(tokens), model(tokens[:, :1])
+
+    assert enable_two_stream_decode(model, min_outputs=128) == 2 * 2 + 1  # gate, up per layer + lm_head
+    kinds = {type(m) for _, m in model.named_modules()}
+    assert {_TwoStreamLinear, _TwoStreamEmbedding} <= kinds and nn.QuantizedLinear not in kinds
+    assert mx.array_equal(model(tokens[:, :1]), step).item()  # same kernel, halves of the rows
+    assert mx.allclose(model(tokens), prefill, atol=1e-4, rtol=1e-4).item()  # the BLAS prefill path

@@ -77,7 +77,9 @@ async def test_load_reports_progress_and_model_info(chatml_model: Path) -> None:
         has_chat_template=True,
         parameters=info.parameters,
         dtype="float32",
+        blas=info.blas,
     )
+    assert info.blas.startswith(("OpenBLAS", "MLX built-in"))
     assert 300 <= info.vocab_size <= 400 and info.parameters > 10_000
     assert news and all(isinstance(p, LoadProgress) for p in news)
 

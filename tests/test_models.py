@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,7 +176,8 @@ def test_tokenizer_code_needs_trust_and_never_runs_without_it(tmp_path: Path, ti
     marker = tmp_path / "ran"
     (folder / "tokenization_custom.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     config = json.loads((folder / "tokenizer_config.json").read_text())
-    config.update(tokenizer_class="CustomTokenizer", auto_map={"AutoTokenizer": ["tokenization_custom.CustomTokenizer", None]})
+    auto_map = {"AutoTokenizer": ["tokenization_custom.CustomTokenizer", None]}
+    config.update(tokenizer_class="CustomTokenizer", auto_map=auto_map)
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
     message = _load_error(folder)
     assert "tokenizer runs its own Python code" in message and "--trust-remote-code" in message
@@ -326,14 +328,17 @@ def tiktoken_ranks() -> dict[bytes, int]:
     return bpe_train(" ".join(corpus(200)), 300, DEFAULT_TIKTOKEN_PATTERN, visualise=None)
 
 
-def _tiktoken_model(folder: Path, tiny: Path, ranks: dict[bytes, int], file_name: str, extra: dict | None = None) -> Path:
+def _tiktoken_model(
+    folder: Path, tiny: Path, ranks: dict[bytes, int], file_name: str, extra: dict[str, Any] | None = None
+) -> Path:
     """The tiny model's weights with a tokenizer that exists only as a tiktoken file."""
     folder.mkdir()
     config = json.loads((tiny / "config.json").read_text())
     vocab = len(ranks) + 2
     config.update(vocab_size=vocab, eos_token_id=len(ranks) + 1)
     _resized_weights(tiny, folder, config)
-    lines = [f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in sorted(ranks.items(), key=lambda t: t[1])]
+    by_rank = sorted(ranks.items(), key=lambda item: item[1])
+    lines = [f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in by_rank]
     (folder / file_name).write_text("".join(lines))
     specials = {str(len(ranks)): {"content": "<|im_start|>", "special": True},
                 str(len(ranks) + 1): {"content": "<|im_end|>", "special": True}}

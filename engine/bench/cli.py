@@ -36,6 +36,7 @@ class Plan:
     process_decode: int
     process_budget_s: float
     sections: tuple[str, ...]
+    weights_dtype: str
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -49,11 +50,12 @@ def make_plan(args: argparse.Namespace) -> Plan:
         reply_tokens=24 if quick else 100,
         sampler_vocabs=(32000, 151936),
         sampler_iterations=10 if quick else 40,
-        process_shape="2m" if quick else "30m",
-        process_prompt=64 if quick else 256,
-        process_decode=16 if quick else 64,
-        process_budget_s=5.0 if quick else 20.0,
+        process_shape="2m-4bit" if quick else "30m-4bit",
+        process_prompt=32 if quick else 128,
+        process_decode=16 if quick else 48,
+        process_budget_s=5.0 if quick else 10.0,
         sections=tuple(args.sections.split(",")) if args.sections else SECTIONS,
+        weights_dtype=args.weights_dtype,
     )
 
 
@@ -64,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a short smoke run (about 2 minutes)")
     p.add_argument("--history", type=int, default=1000, metavar="N",
                    help="tokens of conversation history for the TTFT and branching sections")
+    p.add_argument("--weights-dtype", choices=("bfloat16", "float32"), default="bfloat16",
+                   help="dtype the built-in models are saved in (hub models ship bfloat16)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--shapes", metavar="LIST",
                    help="built-in random-weight models to use, e.g. 2m,30m,30m-4bit,qwen0.5b (4-bit)")

@@ -23,11 +23,13 @@ Progress = Callable[[str], None]
 TUI_NOTE = "the TUI probe (tui/benchprobe.py) is not available yet; this section is to be filled"
 
 
-def _folder_for(shape_name: str, scratch: Path) -> str:
+def _folder_for(shape_name: str, scratch: Path, dtype: str) -> str:
+    from dataclasses import replace
+
     from engine.bench.folders import write_model_folder
     from engine.bench.shapes import build_model, shape_named
 
-    shape = shape_named(shape_name)
+    shape = replace(shape_named(shape_name), dtype=dtype)
     return str(write_model_folder(scratch / shape.name, shape, build_model(shape)))
 
 
@@ -47,7 +49,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         if not {"decode", "ttft", "branch"} & sections.keys():
             break
         progress(f"bench: preparing {name}")
-        contenders = await open_contenders(spec or _folder_for(name, scratch))
+        contenders = await open_contenders(spec or _folder_for(name, scratch, plan.weights_dtype))
         dtype = contenders.dtype
         try:
             await _engine_sections(sections, plan, name if spec is None else "model", contenders, progress)
@@ -62,7 +64,8 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
                         plan.rounds, plan.process_budget_s)
     if "tui" in sections:
         sections["tui"].skipped = TUI_NOTE
-    return Report(describe(blas, dtype), list(sections.values()))
+    header = {**describe(blas, dtype), "bench model weights": plan.weights_dtype, "rounds": plan.rounds}
+    return Report(header, list(sections.values()))
 
 
 async def _engine_sections(sections: dict[str, Section], plan: "Plan", name: str, contenders: Contenders,

@@ -153,11 +153,14 @@ def topic_animal(rng: random.Random) -> list[Exchange]:
         (SOUNDS, ("What sound does {a} make?", "What does {a} say?"), "{A} says {v}."),
         (LEGS, ("How many legs does {a} have?", "How many legs has {a} got?"), "{A} has {v} legs."),
     ))
-    animals = rng.sample(sorted(table), 2)
-    answer = lambda a: reply.format(A=_cap(a), v=table[a])  # noqa: E731
-    exchanges = [(_style(rng, rng.choice(forms).format(a=animals[0])), answer(animals[0]))]
+    first, second = rng.sample(sorted(table), 2)
+
+    def answer(animal: str) -> str:
+        return reply.format(A=_cap(animal), v=table[animal])
+
+    exchanges = [(_style(rng, rng.choice(forms).format(a=first)), answer(first))]
     if rng.random() < 0.3:
-        exchanges.append((follow_up(rng, animals[1]), answer(animals[1])))
+        exchanges.append((follow_up(rng, second), answer(second)))
     return exchanges
 
 

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import cast
 
 import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
-from mlx.utils import tree_flatten, tree_map
+from mlx.utils import tree_map
 from mlx_lm.models import llama
-from mlx_lm.utils import save_config, save_model
+from mlx_lm.utils import get_total_parameters, save_config, save_model
 from transformers import PreTrainedTokenizerFast
 
 from engine.demo.corpus import make_corpus
@@ -113,7 +114,7 @@ def train(cfg: TrainConfig, out: Path, log: Callable[[str], None] = print) -> di
     examples = [encode_with_mask(tokenizer, chat) for chat in chats]
     config = model_config(cfg, tokenizer)
     model = llama.Model(llama.ModelArgs.from_dict(config))
-    params = sum(v.size for _, v in tree_flatten(model.parameters()))
+    params = int(get_total_parameters(model))
     log(f"{len(chats)} chats, {sum(len(e[0]) for e in examples)} tokens, {params} parameters")
     loss = _run(model, cfg, examples, log)
     _save(model, tokenizer, config, cfg, out)
@@ -139,7 +140,7 @@ def _run(model: nn.Module, cfg: TrainConfig, examples: list[Example], log: Calla
     for i in range(1, cfg.steps + 1):
         loss = step(*next(batches))
         mx.eval(state, loss)
-        recent = (recent + [loss.item()])[-50:]
+        recent = (recent + [cast(float, loss.item())])[-50:]
         if i % 100 == 0 or i == cfg.steps:
             log(f"step {i}/{cfg.steps} loss {sum(recent) / len(recent):.4f} {time.perf_counter() - start:.0f}s")
     return sum(recent) / len(recent)
