@@ -21,6 +21,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import AsyncGenerator
 from typing import Any, Callable, NoReturn, Sequence, TextIO
 
 from engine.api import (
@@ -54,6 +55,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad command line in one line (not usage + error) by raising."""
 
     def error(self, message: str) -> NoReturn:
+        """argparse would print usage and exit(2); `main` prints our one line instead."""
         raise UsageError(f"{self.prog}: {message}")
 
 
@@ -150,10 +152,12 @@ class Printer:
     """Writes a turn's tokens as they come: plain text, or one JSON object per line."""
 
     def __init__(self, out: TextIO, as_json: bool) -> None:
+        """`out` is flushed after every write so a pipe reader sees tokens as they arrive."""
         self.out = out
         self.as_json = as_json
 
     def token(self, turn: int, event: TokenEvent) -> None:
+        """One token: its completed text, or its --json line."""
         if self.as_json:
             self.out.write(json.dumps(token_record(turn, event), ensure_ascii=False) + "\n")
         else:
@@ -161,6 +165,7 @@ class Printer:
         self.out.flush()
 
     def finished(self, turn: int, done: TurnFinished) -> None:
+        """The end of a turn: a newline after the reply, or the turn's --json line."""
         self.out.write(json.dumps(turn_record(turn, done), ensure_ascii=False) + "\n" if self.as_json else "\n")
         self.out.flush()
 
@@ -171,6 +176,7 @@ def _progress_printer(err: TextIO) -> ProgressCallback:
         return lambda progress: None
 
     def show(progress: LoadProgress) -> None:
+        """Rewrite the line in place (``\\r`` + clear) rather than scroll a log of percentages."""
         percent = f" {progress.fraction:.0%}" if progress.fraction is not None else ""
         err.write(f"\r\033[K{progress.message}{percent}")
         err.flush()
@@ -183,13 +189,22 @@ def _progress_printer(err: TextIO) -> ProgressCallback:
 
 
 async def _run_turn(engine: EngineAPI, request: GenerateRequest, turn: int, printer: Printer) -> TurnFinished:
-    """Stream one turn to the printer; returns its TurnFinished."""
-    async with contextlib.aclosing(engine.generate(request)) as events:  # type: ignore[type-var]
+    """Stream one turn to the printer; returns its TurnFinished.
+
+    The stream is closed however reading ends, so a failed print (a closed pipe) stops the turn on
+    the engine now rather than when the generator is garbage collected. `EngineAPI.generate` only
+    promises an AsyncIterator; both engines return async generators, which have `aclose`.
+    """
+    events = engine.generate(request)
+    try:
         async for event in events:
             if isinstance(event, TurnFinished):
                 printer.finished(turn, event)
                 return event
             printer.token(turn, event)
+    finally:
+        if isinstance(events, AsyncGenerator):
+            await events.aclose()
     raise EngineError("the engine ended a turn without finishing it")
 
 
@@ -228,6 +243,7 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
 
 
 def _fail(err: TextIO, message: str, code: int = EXIT_USAGE) -> int:
+    """Print the one-line reason and return the exit status (no traceback ever reaches the user)."""
     err.write(f"{message}\n")
     err.flush()
     return code

@@ -18,6 +18,7 @@ from engine.api import (
     ModelInfo,
     ProgressCallback,
     SamplingParams,
+    TokenEvent,
     TurnFinished,
 )
 from engine.worker import EngineOptions, EngineWorker, GenerateCommand, LoadCommand, Sink, TurnControl
@@ -84,7 +85,9 @@ class Engine:
                 item = await results.get()
                 if isinstance(item, BaseException):
                     raise item
-                yield item  # type: ignore[misc]
+                if not isinstance(item, (TokenEvent, TurnFinished)):
+                    raise EngineError(f"The engine sent an unexpected {type(item).__name__} during a turn.")
+                yield item
                 if isinstance(item, TurnFinished):
                     return
         finally:
@@ -113,6 +116,7 @@ class Engine:
             await asyncio.to_thread(self._worker.stop)
 
     def _ensure_worker(self) -> EngineWorker:
+        """The worker, started lazily so constructing an Engine costs nothing (no thread, no MLX)."""
         if self._closed:
             raise EngineError("The engine is closed.")
         if self._worker is None:
@@ -124,6 +128,7 @@ def _sink(loop: asyncio.AbstractEventLoop, results: asyncio.Queue[object], contr
     """A thread-safe door from the engine thread onto `results` in this event loop."""
 
     def post(item: object) -> None:
+        """Runs on the engine thread: hand `item` over without touching the loop's state."""
         try:
             loop.call_soon_threadsafe(results.put_nowait, item)
         except RuntimeError:  # the loop is closed: nobody listens, so stop the turn
@@ -137,6 +142,7 @@ def _progress(loop: asyncio.AbstractEventLoop, callback: ProgressCallback | None
     """Load news, delivered to `callback` on the event loop's thread."""
 
     def post(progress: LoadProgress) -> None:
+        """Runs on the engine thread; progress after the loop closed is simply dropped."""
         if callback is not None:
             try:
                 loop.call_soon_threadsafe(callback, progress)

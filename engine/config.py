@@ -154,19 +154,22 @@ def _coerce(value: Any, expected: object) -> Any:
 
 
 def _check_range(low: float, high: float) -> Callable[[Any], str | None]:
+    """A check for a number that is the right type but may be out of range."""
     return lambda v: None if low <= v <= high else f"must be between {low} and {high}, got {v!r}"
 
 
 def _check_choice(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
+    """A check for a string that must be one of a few words; the message lists them all."""
     return lambda v: None if v in choices else f"must be one of {', '.join(choices)}; got {v!r}"
 
 
 def _check_not_empty(value: Any) -> str | None:
+    """Strings where blank would mean "nothing" (a model, a theme) rather than a default."""
     return None if value.strip() else "must not be empty"
 
 
 # Checks beyond the type, per section and key (the type comes from the dataclass default).
-_EXTRA_CHECKS: dict[str, dict[str, Callable[[Any], str | None]]] = {
+_EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
     "model": {
         "default": _check_not_empty,
         "max_context": _check_range(0, 10_000_000),
@@ -206,6 +209,7 @@ class _Merge:
     problems: list[str] = field(default_factory=list)
 
     def problem(self, table: tuple[str, ...], key: str | None, message: str) -> None:
+        """Record one bad key as ``file:line: [table] key: message; ignored``."""
         if len(message) > 160:  # a pasted megabyte stays one readable line
             message = message[:157] + "..."
         where = format_location(self.path, self.text, table, key)
@@ -270,6 +274,8 @@ def _flatten_keys(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _merge_keys(merge: _Merge, current: dict[str, str], raw: Mapping[str, Any]) -> dict[str, str]:
+    """[keys]: binding id -> key string. Only the type is checked here; whether the id and the
+    key exist is `tui.keymap`'s business (the engine does not know the TUI's bindings)."""
     merged = dict(current)
     for binding_id, value in _flatten_keys(raw).items():
         if isinstance(value, str):

@@ -26,10 +26,10 @@ Report = Callable[[LoadProgress], None]
 
 # What mlx-lm itself downloads (mlx_lm.utils.DEFAULT_ALLOW_PATTERNS): weights in safetensors only,
 # so a PyTorch-only repo never pulls gigabytes of .bin files it cannot use.
-ALLOW_PATTERNS = [
+ALLOW_PATTERNS = (
     "*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken", "tiktoken.model",
     "*.txt", "*.jsonl", "*.jinja",
-]
+)
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _FOREIGN_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt", "tf_model.h5")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model", "*.tiktoken", "vocab.json")
@@ -76,15 +76,19 @@ def _progress_class(repo_id: str, report: Report) -> type:
     huggingface_hub creates one bar for the file count and two for bytes; each one reports its
     own description and fraction. It may be called from download worker threads.
     """
-    from tqdm.auto import tqdm  # type: ignore[import-untyped]
+    from tqdm.auto import tqdm  # type: ignore[import-untyped]  # tqdm ships no type information
 
-    class _Reporter(tqdm):  # type: ignore[misc]
+    class _Reporter(tqdm):  # type: ignore[misc]  # subclassing the untyped tqdm (flagged by --strict)
+        """A bar that is never drawn: every refresh becomes one LoadProgress."""
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
+            """huggingface_hub passes `name`, which tqdm itself does not accept."""
             kwargs.pop("name", None)
             kwargs["file"] = io.StringIO()  # never drawn: display() below reports instead
             super().__init__(*args, **kwargs)
 
         def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+            """tqdm's drawing hook, replaced: report what this bar measures and how far along."""
             total = self.total or 0
             fraction = min(1.0, self.n / total) if total else None
             what = self.desc or "downloading"
@@ -103,7 +107,7 @@ def download_model(repo_id: str, report: Report, cache_dir: str | None = None) -
     report(LoadProgress(f"looking for {repo_id} on Hugging Face"))
     try:
         folder = snapshot_download(
-            repo_id, allow_patterns=ALLOW_PATTERNS, cache_dir=cache_dir,
+            repo_id, allow_patterns=list(ALLOW_PATTERNS), cache_dir=cache_dir,
             tqdm_class=_progress_class(repo_id, report),
         )
     except Exception as error:  # every hub failure becomes one line for the user
@@ -186,10 +190,12 @@ def is_supported_model_type(model_type: str) -> bool:
 
 
 def _has_any(folder: Path, patterns: tuple[str, ...]) -> bool:
+    """Whether any file in `folder` matches one of the glob `patterns` (used to explain a refusal)."""
     return any(any(folder.glob(pattern)) for pattern in patterns)
 
 
 def _not_mlx(name: str) -> ModelLoadError:
+    """The usual mistake (a PyTorch or GGUF repo), said once for both places that detect it."""
     return ModelLoadError(
         f"{name} is not an MLX model (no model*.safetensors weights, only PyTorch/GGUF files); "
         "pick an MLX build (e.g. from mlx-community) or convert it with `mlx_lm.convert`"

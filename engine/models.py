@@ -178,6 +178,7 @@ def tiktoken_tokenizer(folder: Path, file: Path, name: str, *, eos_token_ids: An
 
 
 def _as_list(value: Any) -> list[int] | None:
+    """config.json's eos_token_id is an int or a list; TokenizerWrapper wants a list (or None)."""
     return [value] if isinstance(value, int) else list(value) if isinstance(value, (list, tuple)) else None
 
 
@@ -186,7 +187,11 @@ def _converted(ranks: dict[bytes, int], specials: dict[str, int], pattern: str) 
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     class _FromRanks(TikTokenConverter):
-        def load_tiktoken_bpe(self, _url: str) -> dict[bytes, int]:  # type: ignore[override]
+        """The converter reads ranks from a URL; ours are already parsed (and checked)."""
+
+        @staticmethod
+        def load_tiktoken_bpe(tiktoken_url: str) -> dict[bytes, int]:
+            """Ignores the URL: the ranks come from the file `read_tiktoken_ranks` parsed."""
             return ranks
 
     by_id = {token_id: text for text, token_id in specials.items()}
@@ -195,6 +200,7 @@ def _converted(ranks: dict[bytes, int], specials: dict[str, int], pattern: str) 
 
 
 def _tokenizer_config(folder: Path, name: str) -> dict[str, Any]:
+    """tokenizer_config.json as a dict ({} when absent: many tiktoken repos have none)."""
     file = folder / "tokenizer_config.json"
     if not file.is_file():
         return {}

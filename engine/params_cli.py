@@ -8,12 +8,12 @@ Shared by ``logitscope run`` and ``logitscope bench``.
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, Mapping
 
 from engine.api import PARAM_LIMITS, ParamError, SamplingParams
 
 # flag -> SamplingParams field (the flag names users know from mlx-lm and llama.cpp)
-PARAM_FLAGS: dict[str, str] = {
+PARAM_FLAGS: Mapping[str, str] = {
     "--temp": "temperature",
     "--top-k": "top_k",
     "--top-p": "top_p",
@@ -32,6 +32,7 @@ def _number_type(kind: type) -> Callable[[str], int | float]:
     """argparse type that says 'a whole number' / 'a number' in its one-line complaint."""
 
     def parse(text: str) -> int | float:
+        """Only the type: ranges are `SamplingParams`' job, so every door refuses the same."""
         try:
             return int(text) if kind is int else float(text)
         except ValueError:

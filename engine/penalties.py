@@ -55,6 +55,7 @@ def make_penalties(params: SamplingParams) -> PenaltyFn | None:
     frequency_value = mx.array(params.frequency_penalty, dtype=mx.float32)
 
     def apply(logits: mx.array, context: mx.array) -> mx.array:
+        """Only the switched-on penalties enter the graph (flags are fixed per parameter set)."""
         if context.size == 0:
             return logits
         counts = window_counts(context.reshape(-1), window, logits.shape[-1])

@@ -25,6 +25,7 @@ class Session:
     """One loaded model: weights, tokenizer, and the cache bookkeeping between turns."""
 
     def __init__(self, model: Any, tokenizer: Any, context_limit: int, stream: mx.Stream) -> None:
+        """`context_limit` is already capped by the caller's maximum; the cache starts empty."""
         self.model = model
         self.tokenizer = tokenizer
         self.context_limit = context_limit

@@ -21,6 +21,7 @@ class ReplyText:
     """The streamed text of one reply (a continued reply is primed with the ids it already has)."""
 
     def __init__(self, tokenizer: Any, prefix_ids: Iterable[int] = ()) -> None:
+        """Priming with the prefix lets a split character that spans prefix and reply join up."""
         self._detokenizer = tokenizer.detokenizer  # a fresh copy per reply
         for token_id in prefix_ids:
             self._detokenizer.add_token(token_id)
@@ -41,6 +42,7 @@ class PieceCache:
     """Display text of single tokens, computed once per id (the vocabulary is reused constantly)."""
 
     def __init__(self, tokenizer: Any) -> None:
+        """The tokenizer's kind decides once how bytes are read (see `_byte_reader`)."""
         self._to_bytes = _byte_reader(tokenizer)
         self._pieces: dict[int, str] = {}
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable, cast
 
 import mlx.core as mx
 
 from engine.api import Candidate, ContextLimitError, FinishReason, GenerateRequest, TokenEvent, TurnFinished
 from engine.prompt import message_ids, render_prompt
-from engine.sampling import LiveSampler
+from engine.sampling import LiveSampler, TokenStats
 from engine.session import Session
 from engine.textstream import ReplyText
 from engine.worker import TurnControl
@@ -26,16 +26,23 @@ from engine.worker import TurnControl
 
 @dataclass
 class _Pending:
-    """A sampled token not yet read back: its id (1,) and its packed statistics row."""
+    """A sampled token not yet read back: its id (1,), its packed statistics row, and how many
+    candidates the parameters it was sampled with asked for (parameters may change meanwhile)."""
 
     token: mx.array
     row: mx.array
+    candidates: int
+
+    def read(self) -> list[float]:
+        """The row as Python floats: the turn's one device-to-host transfer per token."""
+        return cast("list[float]", self.row.tolist())  # a 1-D array's tolist() is a flat list
 
 
 class _Decoder:
     """Feeds ids, samples with the live parameters, and keeps the sampler's context array."""
 
     def __init__(self, session: Session, control: TurnControl, prompt: list[int]) -> None:
+        """The sampler is made on the first step, once the logits tell the vocabulary size."""
         self.session = session
         self.control = control
         self.params = control.params
@@ -55,7 +62,7 @@ class _Decoder:
         self.params = params
         token, row = self.sampler.step(logits, self.context)
         mx.async_eval(token, row, self.context)
-        return _Pending(token, row)
+        return _Pending(token, row, params.candidates)
 
 
 def run_turn(
@@ -99,6 +106,7 @@ class _DecodeLoop:
         prompt_len: int,
         emit: Callable[[TokenEvent], None],
     ) -> None:
+        """`prefix`: the ids a continued reply already has; `prompt_len` counts toward the limit."""
         self.session = session
         self.control = control
         self.emit = emit
@@ -118,13 +126,13 @@ class _DecodeLoop:
             if self.control.cancelled.is_set():
                 return "cancelled"
             upcoming = decoder.step(pending.token)  # feeds the pending token: pipelining
-            row: list[float] = pending.row.tolist()
+            row = pending.read()
             token = int(row[0])
             self.session.tokens.append(token)
             self._tick()
             if token in self.eos:
                 return "stop"
-            self.emit(self._event(token, row))
+            self.emit(self._event(token, LiveSampler.unpack(row, pending.candidates)))
             self.reply.append(token)
             self.new += 1
             if self.new >= self.control.params.max_tokens or self._context_full():
@@ -143,10 +151,8 @@ class _DecodeLoop:
             self.first_at = now
         self.last_at = now
 
-    def _event(self, token: int, row: list[float]) -> TokenEvent:
-        """The event for one token, built from its packed statistics row."""
-        n = (len(row) - 5) // 3
-        stats = LiveSampler.unpack(row, n)
+    def _event(self, token: int, stats: TokenStats) -> TokenEvent:
+        """The event for one token, built from its unpacked statistics."""
         pieces = self.session.pieces
         return TokenEvent(
             index=len(self.reply),

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from engine.api import EngineError, GenerateRequest, LoadProgress, ModelInfo, ModelLoadError, SamplingParams
+from engine.hub import one_line
 
 if TYPE_CHECKING:
+    from engine.models import LoadedModel
     from engine.session import Session
 
 Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
@@ -41,6 +43,8 @@ class TurnControl:
 
 @dataclass(frozen=True)
 class LoadCommand:
+    """Load `spec` on the thread; the ModelInfo (or an EngineError) goes to `sink`, news to `on_progress`."""
+
     spec: str
     trust_remote_code: bool
     on_progress: Callable[[LoadProgress], None]
@@ -49,6 +53,11 @@ class LoadCommand:
 
 @dataclass(frozen=True)
 class GenerateCommand:
+    """Run one turn; `sink` gets each TokenEvent, then the TurnFinished or an EngineError.
+
+    `control` is the caller's handle on the running turn (live parameters, cancel).
+    """
+
     request: GenerateRequest
     control: TurnControl
     sink: Sink
@@ -75,18 +84,11 @@ class EngineOptions:
     compute_dtype: str = "auto"  # see engine.dtype.choose_compute_dtype
 
 
-def _load_model(spec: str, trust_remote_code: bool, on_progress: Callable[[LoadProgress], None]) -> tuple[Any, Any]:
-    """Load (model, mlx-lm TokenizerWrapper) for `spec`; the one place the engine loads weights."""
-    from engine.models import load_model
-
-    loaded = load_model(spec, trust_remote_code=trust_remote_code, on_progress=on_progress)
-    return loaded.model, loaded.tokenizer
-
-
 class EngineWorker:
     """Owns the engine thread and the session (model + cache) that lives on it."""
 
     def __init__(self, options: EngineOptions | None = None) -> None:
+        """Start the thread at once: it must exist before any MLX work can be queued."""
         self._options = options or EngineOptions()
         self._blas = "not set up yet"
         self._commands: queue.Queue[Command] = queue.Queue()
@@ -115,12 +117,14 @@ class EngineWorker:
             atexit.unregister(self._stop_at_exit)
 
     def _stop_at_exit(self) -> None:
+        """The atexit hook: bounded, so a wedged turn cannot hang interpreter exit forever."""
         self.stop(timeout=10)
 
     def _run(self) -> None:
-        session: Session | None = None
+        """The thread's body: set BLAS up before MLX loads, serve commands, tear down on this thread."""
         from engine.blas import enable_fast_blas  # before this thread imports MLX
 
+        session: Session | None = None
         info = enable_fast_blas(self._options.fast_blas)
         self._blas = f"OpenBLAS ({info.threads} threads)" if info.active else "MLX built-in"
         try:
@@ -144,22 +148,26 @@ class EngineWorker:
         try:
             import mlx.core as mx
 
+            from engine.dtype import apply_compute_dtype, choose_compute_dtype
+            from engine.models import load_model
             from engine.session import Session
 
-            from engine.dtype import apply_compute_dtype, choose_compute_dtype
-
-            model, tokenizer = _load_model(command.spec, command.trust_remote_code, command.on_progress)
-            dtype = apply_compute_dtype(model, choose_compute_dtype(self._options.compute_dtype, mx.default_device()))
-            limit = _context_limit(model, self._options.max_context)
+            loaded = load_model(
+                command.spec, trust_remote_code=command.trust_remote_code, on_progress=command.on_progress
+            )
+            dtype = apply_compute_dtype(
+                loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
+            )
+            limit = _context_limit(loaded.model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
-            session = Session(model, tokenizer, limit, self._stream)
-            command.sink(_model_info(command.spec, model, tokenizer, limit, dtype, self._blas))
+            session = Session(loaded.model, loaded.tokenizer, limit, self._stream)
+            command.sink(_model_info(command.spec, loaded, limit, dtype, self._blas))
             return session
         except EngineError as exc:
             command.sink(exc)
         except Exception as exc:  # never let the thread die; the caller gets one line
-            command.sink(ModelLoadError(f"Could not load {command.spec}: {_one_line(exc)}"))
+            command.sink(ModelLoadError(f"Could not load {command.spec}: {one_line(exc)}"))
         return None
 
     def _generate(self, command: GenerateCommand, session: Session | None) -> None:
@@ -175,7 +183,7 @@ class EngineWorker:
             command.sink(exc)
         except Exception as exc:
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
-            command.sink(EngineError(f"Generation failed: {_one_line(exc)}"))
+            command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
 
 
 def _release_streams() -> None:
@@ -199,25 +207,28 @@ def _context_limit(model: Any, max_context: int) -> int:
     return min(limit, max_context) if max_context > 0 else limit
 
 
-def _model_info(spec: str, model: Any, tokenizer: Any, limit: int, dtype: str, blas: str) -> ModelInfo:
-    """What the caller may know about the loaded model (plain data only)."""
-    from mlx.utils import tree_flatten
+def _model_info(spec: str, loaded: LoadedModel, limit: int, dtype: str, blas: str) -> ModelInfo:
+    """What the caller may know about the loaded model (plain data only).
 
-    params = tree_flatten(model.parameters())
-    path = Path(spec).expanduser()
+    `path` is the folder the weights came from (for a hub id or "demo", not the spec itself).
+    """
+    model, tokenizer = loaded.model, loaded.tokenizer
     return ModelInfo(
-        name=path.name or spec,
-        path=str(path.resolve()) if path.exists() else spec,
+        name=Path(spec).expanduser().name or loaded.name,
+        path=str(loaded.path),
         context_limit=limit,
         vocab_size=int(getattr(getattr(model, "args", None), "vocab_size", 0) or len(tokenizer)),
         has_chat_template=bool(tokenizer.has_chat_template),
-        parameters=sum(int(a.size) for _, a in params),
+        parameters=_parameter_count(model),
         dtype=dtype,
         blas=blas,
     )
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception as one short line for the user."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def _parameter_count(model: Any) -> int:
+    """How many weights the model holds (quantized weights count as their packed elements)."""
+    from mlx.utils import tree_flatten
+
+    flat = tree_flatten(model.parameters())  # typed as list-or-dict; without `destination` a list
+    assert isinstance(flat, list)
+    return sum(int(array.size) for _, array in flat)
