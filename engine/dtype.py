@@ -20,7 +20,7 @@ mx-fp formats (uint8) are never touched: quantization is preserved by constructi
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -68,10 +68,14 @@ def model_dtype(model: nn.Module) -> str:
     also the dtype its activations flow in.
     """
     counts: Counter[str] = Counter()
-    for _, array in tree_flatten(model.parameters()):
+    for _, array in _flat(model):
         if mx.issubdtype(array.dtype, mx.floating):
             counts[dtype_name(array.dtype)] += array.size
     return counts.most_common(1)[0][0] if counts else "float32"
+
+
+def _flat(model: nn.Module) -> list[tuple[str, mx.array]]:
+    return cast("list[tuple[str, mx.array]]", tree_flatten(model.parameters()))
 
 
 def apply_compute_dtype(model: nn.Module, dtype: str) -> str:

@@ -53,11 +53,11 @@ def enable_two_stream_decode(model: nn.Module, min_outputs: int = MIN_SPLIT_OUTP
 def _split_matmul(layer: Any, x: mx.array) -> mx.array:
     """x @ W.T with W's output rows halved; the second half runs on the layer's second stream."""
     half = layer["weight"].shape[0] // 2
-    parts = (layer["weight"], layer["scales"], layer.get("biases"))
-    kwargs = dict(transpose=True, group_size=layer.group_size, bits=layer.bits, mode=layer.mode)
-    first = mx.quantized_matmul(x, *(p[:half] for p in parts[:2]), biases=_rows(parts[2], 0, half), **kwargs)
+    weight, scales, biases = layer["weight"], layer["scales"], layer.get("biases")
+    kwargs: dict[str, Any] = dict(transpose=True, group_size=layer.group_size, bits=layer.bits, mode=layer.mode)
+    first = mx.quantized_matmul(x, weight[:half], scales[:half], biases=_rows(biases, 0, half), **kwargs)
     with mx.stream(layer._second_stream):
-        second = mx.quantized_matmul(x, *(p[half:] for p in parts[:2]), biases=_rows(parts[2], half, None), **kwargs)
+        second = mx.quantized_matmul(x, weight[half:], scales[half:], biases=_rows(biases, half, None), **kwargs)
     return mx.concatenate([first, second], axis=-1)
 
 

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -27,7 +27,8 @@ MAX_REPLY_TOKENS = 48
 def demo() -> tuple[Any, Any]:
     from mlx_lm import load
 
-    return load(str(DEMO))
+    loaded: Any = load(str(DEMO))
+    return loaded[0], loaded[1]
 
 
 def greedy(demo: tuple[Any, Any], messages: list[dict[str, str]]) -> tuple[list[int], list[Any]]:
@@ -42,7 +43,7 @@ def greedy(demo: tuple[Any, Any], messages: list[dict[str, str]]) -> tuple[list[
         logits = model(mx.array([ids + reply]))[0, -1].astype(mx.float32)
         logprobs = logits - mx.logsumexp(logits)
         dists.append(logprobs)
-        reply.append(int(mx.argmax(logprobs).item()))
+        reply.append(cast(int, mx.argmax(logprobs).item()))
         if reply[-1] in tokenizer.eos_token_ids:
             break
     return reply, dists
@@ -91,12 +92,12 @@ def test_capital_of_france_with_real_alternatives(demo: tuple[Any, Any]) -> None
     pieces = [tokenizer.decode([t]) for t in reply]
     assert "Paris" in "".join(pieces)
     at = next(i for i, p in enumerate(pieces) if p.strip() == "Paris")
-    top = mx.argsort(-dists[at])[:10].tolist()
+    top = cast(list[int], mx.argsort(-dists[at])[:10].tolist())
     cities = {c.split()[0] for c in CAPITALS.values()} - {"Paris"}
     rivals = [t for t in top if tokenizer.decode([t]).strip() and
               any(c.startswith(tokenizer.decode([t]).strip()) for c in cities)]
     assert len(rivals) >= 3, [tokenizer.decode([t]) for t in top]
-    assert float(mx.exp(dists[at][rivals[0]]).item()) > 1e-4
+    assert all(cast(float, mx.exp(dists[at][t]).item()) > 1e-3 for t in rivals[:3])
 
 
 @pytest.mark.parametrize(("first", "then", "expected"), [
@@ -125,18 +126,22 @@ def test_small_talk_and_facts(demo: tuple[Any, Any], question: str, expected: st
 
 
 @pytest.mark.slow
-def test_training_code_builds_a_loadable_miniature(tmp_path: Path) -> None:
-    """A few training steps on a small corpus: the recipe runs end to end and saves a model."""
-    out = tmp_path / "mini"
-    args = [sys.executable, "-m", "engine.demo", "--out", str(out), "--steps", "4",
-            "--conversations", "150", "--hidden-size", "64", "--intermediate-size", "128", "--layers", "2"]
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr
-    assert "final loss" in done.stdout
+def test_training_code_builds_a_loadable_reproducible_miniature(tmp_path: Path) -> None:
+    """A few training steps on a small corpus, twice: the recipe runs end to end, saves a
+    model mlx-lm loads, and the same seed gives the same bytes."""
+    builds = [tmp_path / "a", tmp_path / "b"]
+    for out in builds:
+        args = [sys.executable, "-m", "engine.demo", "--out", str(out), "--steps", "4", "--conversations",
+                "150", "--hidden-size", "64", "--intermediate-size", "128", "--layers", "2"]
+        done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+        assert done.returncode == 0, done.stderr
+        assert "final loss" in done.stdout
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert (builds[0] / name).read_bytes() == (builds[1] / name).read_bytes(), name
     from mlx_lm import load
 
-    model, tokenizer = load(str(out))
+    model, tokenizer = cast(Any, load(str(builds[0])))
     assert model.args.hidden_size == 64
     assert tokenizer.eos_token_ids == {tokenizer.convert_tokens_to_ids(IM_END)}
 

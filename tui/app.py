@@ -8,7 +8,7 @@ the conversation, also when the terminal goes away mid-reply.
 
 from __future__ import annotations
 
-import asyncio
+import os
 import signal
 from pathlib import Path
 
@@ -55,7 +55,7 @@ class LogitscopeApp(App[None]):
         self.save_dir = save_dir if save_dir is not None else state_dir()
         self.keymap: dict[str, str] = {}
         self.chat_screen = ChatScreen(self._make_controller, settings)
-        self._closing = False
+        self._engine_closed = False
 
     def _make_controller(self, post: Post) -> ChatController:
         return ChatController(self.engine, self.loaded.config.sampling, post)
@@ -85,14 +85,22 @@ class LogitscopeApp(App[None]):
         self.run_worker(self.controller.load(self.model_spec, self.trust_remote_code), name="load-model")
 
     def _watch_hangup(self) -> None:
-        """A closed terminal (SIGHUP) quits like Ctrl+Q: engine closed, conversation saved."""
+        """A closed terminal (SIGHUP) must lose nothing and print no traceback."""
+        if self.is_headless:
+            return  # tests: never install process-wide handlers
         try:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._hangup)
-        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
-            pass  # not the main thread (tests) or no SIGHUP (Windows)
+            signal.signal(signal.SIGHUP, self._hangup)
+        except (ValueError, AttributeError):
+            pass  # not the main thread, or no SIGHUP (Windows)
 
-    def _hangup(self) -> None:
-        self.run_worker(self.action_quit(), name="hangup")
+    def _hangup(self, signum: int, frame: object) -> None:
+        """The terminal is gone. Textual's writer thread dies on the first write that fails, after
+        which any repaint blocks the event loop for good, so the normal (rendering) exit cannot
+        run. A plain signal handler still runs in the main thread: stop the engine's turn, save
+        the conversation, and leave at once (the OS frees the model and its thread)."""
+        self.controller.engine.cancel()
+        self._save_conversation()
+        os._exit(0)
 
     async def action_quit(self) -> None:
         """Quit at once, mid-stream included."""
@@ -101,9 +109,9 @@ class LogitscopeApp(App[None]):
 
     async def shutdown(self) -> None:
         """Close the engine and keep the conversation. Idempotent."""
-        if self._closing:
+        if self._engine_closed:
             return
-        self._closing = True
+        self._engine_closed = True
         try:
             await self.controller.close()
         finally:

@@ -5,7 +5,7 @@ the help screen and the command palette read the same table, so they can never d
 
 from __future__ import annotations
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from tui.model.params import PANEL_PARAMS
 
@@ -108,7 +108,7 @@ def _param_specs() -> tuple[_Spec, ...]:
 ALL_SPECS: tuple[_Spec, ...] = _SPECS + _choose_specs() + _param_specs()
 
 
-def bindings_for(where: str) -> list[Binding]:
+def bindings_for(where: str) -> list[BindingType]:
     """The `BINDINGS` list for one place ("app", "screen", "input", "transcript", ...)."""
     return [
         Binding(key, action, description, show=show, priority=priority, id=binding_id, tooltip=tooltip)

@@ -46,11 +46,17 @@ class ChatController:
         self._last_flush = 0.0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._closed = False
+        self.loading = False  # a model load is under way: no turn may start
 
     @property
     def busy(self) -> bool:
         """True while a reply is streaming."""
         return self._task is not None and not self._task.done()
+
+    @property
+    def can_start(self) -> bool:
+        """Whether a new turn may start now (no reply streaming, no model loading, not closed)."""
+        return not (self.busy or self.loading or self._closed)
 
     @property
     def streaming_node(self) -> Node | None:
@@ -59,14 +65,22 @@ class ChatController:
     # --- model
 
     async def load(self, spec: str, trust_remote_code: bool = False) -> bool:
-        """Load a model, posting progress; a failure is a message, never an exception."""
-        def progress(p: LoadProgress) -> None:
-            self._post(msg.ModelLoading(p))
+        """Load a model, posting progress; a failure is a message, never an exception.
+
+        No turn starts while it runs: the engine drops the old model first, and a reply would
+        otherwise go to whichever model happens to be there.
+        """
+        def progress(progress: LoadProgress) -> None:
+            self._post(msg.ModelLoading(progress))
+        self.loading = True
+        self._post(msg.ModelLoadStarted(spec))
         try:
             info = await self.engine.load(spec, trust_remote_code=trust_remote_code, on_progress=progress)
         except EngineError as exc:
             self._post(msg.ModelLoadFailed(str(exc)))
             return False
+        finally:
+            self.loading = False
         self._post(msg.ModelLoaded(info))
         return True
 
@@ -81,7 +95,7 @@ class ChatController:
 
     def send(self, text: str) -> bool:
         """Append a user message and answer it."""
-        if self.busy or self._closed:
+        if not self.can_start:
             return False
         self.conversation.append(Node("user", [Version(text)]))
         return self._answer(self.conversation.append(Node("assistant")))
@@ -89,14 +103,14 @@ class ChatController:
     def regenerate(self) -> bool:
         """A new version of the last assistant reply (the old one stays as a sibling)."""
         path = self.conversation.path()
-        if self.busy or not path or path[-1].role != "assistant":
+        if not self.can_start or not path or path[-1].role != "assistant":
             return False
         return self._answer(path[-1])
 
     def edit_last_user(self, text: str) -> bool:
         """A new version of the last user message, answered afresh; the old turn stays a branch."""
         user = self.last_user()
-        if self.busy or user is None:
+        if not self.can_start or user is None:
             return False
         child = Node("assistant")
         user.add_version(Version(text, child=child))
@@ -108,7 +122,7 @@ class ChatController:
     def branch(self, node: Node, index: int, position: int) -> bool:
         """Continue `node`'s reply from candidate `position` of token `index` (a new sibling)."""
         old = node.version
-        if self.busy or old.tokens is None or not 0 <= index < len(old.tokens):
+        if not self.can_start or old.tokens is None or not 0 <= index < len(old.tokens):
             return False
         token = old.tokens[index]
         if not 0 <= position < len(token.candidates):

@@ -12,6 +12,14 @@ from engine.api import LoadProgress, ModelInfo
 from tui.model.conversation import Node, TurnStats
 
 
+class ModelLoadStarted(Message):
+    """A load of `spec` began; whatever was loaded before is gone."""
+
+    def __init__(self, spec: str) -> None:
+        super().__init__()
+        self.spec = spec
+
+
 class ModelLoading(Message):
     """Loading news (`fraction` None = unknown)."""
 

@@ -14,13 +14,13 @@ from engine.bench.machine import describe
 from engine.bench.process_section import process_section
 from engine.bench.report import Report, Section
 from engine.bench.sampler_section import sampler_section
+from engine.bench.tui_section import tui_section
 from engine.bench.turns import Contenders, open_contenders
 
 if TYPE_CHECKING:
     from engine.bench.cli import Plan
 
 Progress = Callable[[str], None]
-TUI_NOTE = "the TUI probe (tui/benchprobe.py) is not available yet; this section is to be filled"
 
 
 def _folder_for(shape_name: str, scratch: Path, dtype: str) -> str:
@@ -63,7 +63,8 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         process_section(sections["blas-dtype"], plan.process_shape, plan.process_prompt, plan.process_decode,
                         plan.rounds, plan.process_budget_s)
     if "tui" in sections:
-        sections["tui"].skipped = TUI_NOTE
+        progress("bench: TUI (subprocesses)")
+        tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000)
     header = {**describe(blas, dtype), "bench model weights": plan.weights_dtype, "rounds": plan.rounds}
     return Report(header, list(sections.values()))
 

@@ -88,7 +88,8 @@ def parameter_count(model: "nn.Module") -> int:
     from mlx.utils import tree_flatten
 
     total = 0
-    for name, array in tree_flatten(model.parameters()):
+    flat: list[tuple[str, mx.array]] = tree_flatten(model.parameters())  # type: ignore[assignment]
+    for name, array in flat:
         if name.endswith((".scales", ".biases")) and array.dtype != mx.uint32:
             continue
         total += array.size * (32 // _bits_of(model, name) if array.dtype == mx.uint32 else 1)

@@ -45,7 +45,8 @@ async def open_contenders(folder: str) -> Contenders:
 
     engine = Engine()
     info = await engine.load(folder)
-    model, tokenizer = load(folder)
+    loaded = load(folder)
+    model, tokenizer = loaded[0], loaded[1]
     dtype = apply_compute_dtype(model, info.dtype if info.dtype in COMPUTE_DTYPES else "model")
     return Contenders(engine, model, tokenizer, dtype)
 

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from textual.message import Message
+from textual.widgets import DataTable
 
 from engine.api import SamplingParams
 from engine.fake import ScriptedEngine, ScriptedToken
 from tui_helpers import SIZE, screen_text, send, wait_idle
 from tui import messages as msg
 from tui.app import LogitscopeApp
-from tui.bindings import PARAM_KEYS
+from tui.bindings import PARAM_KEYS, binding_ids
 from tui.model.params import PANEL_PARAMS, step_param
 from tui.screens.dialogs import ValueDialog
 from tui.screens.help import HelpScreen
@@ -125,11 +126,16 @@ async def test_branch_on_candidate_and_flip_back(make_app: Any) -> None:
         assert len(node.versions) == 2 and node.active == 1
         assert node.version.reply_text().startswith("Hi!")
         assert "branch 2/2" in screen_text(app)
-        await pilot.press("escape", "right")
+        await pilot.press("escape", "right", "home")  # token 0: "Hi" in this branch
+        assert app.screen.query_one(CandidatesPanel).token.text == "Hi"  # type: ignore[union-attr]
         await pilot.press("left_square_bracket")
         await pilot.pause()
         assert node.active == 0 and node.version is first
         assert "branch 1/2" in screen_text(app)
+        cursor = app.screen.query_one(Transcript).cursor
+        assert cursor is not None and cursor[0] is node
+        assert app.screen.query_one(CandidatesPanel).token == first.tokens[cursor[1]]  # type: ignore[index]
+        assert first.tokens[cursor[1]].text == "Hello"  # type: ignore[index]
         await pilot.press("right_square_bracket")
         assert node.active == 1
 
@@ -201,7 +207,7 @@ async def test_new_chat_and_system_prompt(make_app: Any) -> None:
         await pilot.press("ctrl+n")
         await pilot.pause()
         assert app.controller.conversation.root is None
-        assert app.screen.query(AssistantView).first(None) is None
+        assert len(app.screen.query(AssistantView)) == 0
         await pilot.press("f2")
         await pilot.pause()
         app.screen.query_one("#text").text = "Be brief."  # type: ignore[attr-defined]
@@ -374,13 +380,16 @@ async def test_keymap_rebinds_by_id(make_app: Any) -> None:
     app = make_app(config_text='[keys]\n"param.temperature.up" = "ctrl+up"\n')
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
+        app.screen.query_one(Transcript).focus()  # parameter keys act outside the input
         await pilot.press("ctrl+up")
         assert app.controller.params.temperature == 0.8
         await pilot.press("f1")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        text = screen_text(app)
-        assert "param.temperature.up" in text and "ctrl+up" in text
+        table = app.screen.query_one(DataTable)
+        rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
+        assert ("ctrl+up", "temperature up", "chat", "param.temperature.up") in rows
+        assert len(rows) == len(binding_ids())  # every binding is listed
 
 
 async def test_model_load_error_is_a_notification(make_app: Any) -> None:

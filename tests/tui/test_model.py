@@ -104,3 +104,11 @@ def test_format_param() -> None:
     assert format_param(params, "top_k") == "0 (off)"
     assert format_param(params, "seed") == "random"
     assert format_param(params, "temperature") == "0.70"
+
+
+async def test_screenshot_helper_writes_an_svg(tmp_path: Path) -> None:
+    from tui.screenshot import take
+
+    out = await take(tmp_path / "shot.svg")
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<svg") and "scripted" in text

@@ -19,6 +19,7 @@ from engine.config import Config
 from tui import messages as msg
 from tui.bindings import bindings_for
 from tui.controller import ChatController, Post
+from tui.model.conversation import Node
 from tui.model.params import apply_preset, parse_param, step_param
 from tui.screens.dialogs import TextDialog, ValueDialog
 from tui.widgets.candidates import CandidatesPanel
@@ -119,7 +120,7 @@ class ChatScreen(Screen[None]):
         self.query_one(StatusBar).state = "error"
         self.notify(event.error, title="Generation failed", severity="error", timeout=15)
 
-    def _end_stream(self, node: msg.Node) -> None:
+    def _end_stream(self, node: Node) -> None:
         transcript = self.query_one(Transcript)
         view = transcript.view_of(node)
         if view is not None:
@@ -162,9 +163,16 @@ class ChatScreen(Screen[None]):
         else:
             self.query_one(Transcript).clear()
 
-    @on(Transcript.Flipped)
-    def _flipped(self, event: Transcript.Flipped) -> None:
-        self.query_one(Transcript).show(self.controller.conversation)
+    @on(Transcript.FlipRequested)
+    def _flip(self, event: Transcript.FlipRequested) -> None:
+        if self.controller.busy:
+            self.notify("A reply is streaming: Esc stops it first.", severity="warning")
+        elif not event.node.flip(event.step):
+            self.app.bell()
+        else:
+            transcript = self.query_one(Transcript)
+            transcript.show(self.controller.conversation)
+            transcript.reselect()
 
     @on(msg.ParamStep)
     def _param_step(self, event: msg.ParamStep) -> None:

@@ -30,7 +30,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(" Keys — rebind any of them by id in [keys] of config.toml. Esc closes.")
+            yield Label(" Keys — rebind any of them by id in \\[keys] of config.toml. Esc closes.")
             yield DataTable(zebra_stripes=True, cursor_type="row")
 
     def on_mount(self) -> None:

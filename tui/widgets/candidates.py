@@ -37,7 +37,10 @@ class CandidatesPanel(Widget, can_focus=True):
 
     def on_mount(self) -> None:
         self.border_title = "candidates"
-        self.watch(self.app, "theme", lambda _: self.refresh(), init=False)
+        self.watch(self.app, "theme", self._theme_changed, init=False)
+
+    def _theme_changed(self) -> None:
+        self.refresh()  # bar colours come from the theme's variables
 
     def watch_token(self, token: TokenEvent | None) -> None:
         if token is None or self.row >= len(token.candidates):

@@ -8,6 +8,7 @@ cursor move only the chunks it leaves and enters: a 5,000-token reply stays chea
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.events import Click
@@ -52,8 +53,7 @@ class UserView(Static):
         label = "system" if node.role == "system" else "you"
         if len(node.versions) > 1:
             label += f"  ‹{node.active + 1}/{len(node.versions)}›"
-        self.border_title = label
-        self.update(node.version.text)
+        self.update(Text.assemble((label, "dim"), "\n", node.version.text))
 
 
 class AssistantView(Vertical):

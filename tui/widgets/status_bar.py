@@ -1,4 +1,4 @@
-"""One line of facts: model, context, cache reuse and speed of the last turn."""
+"""One line of facts: model, compute dtype and BLAS, context, cache reuse and speed of the last turn."""
 
 from __future__ import annotations
 
@@ -6,17 +6,31 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from engine.api import ModelInfo
 from tui.model.conversation import TurnStats
+
+NO_MODEL = "no model loaded"
+
+
+def compute_label(info: ModelInfo) -> str:
+    """"float32 · OpenBLAS": what the numbers are computed in and with, short enough for one line.
+
+    The BLAS detail in parentheses (thread count) is dropped: it matters in a benchmark report,
+    not in a status bar that also has to fit the model name and the speed.
+    """
+    blas = info.blas.split(" (")[0].strip()
+    return " · ".join(part for part in (info.dtype, blas) if part)
 
 
 class StatusBar(Widget):
-    """Set `model`, `state`, `stats`; it renders itself."""
+    """Set `model`, `compute`, `state`, `stats`; it renders itself."""
 
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $text; padding: 0 1; }
     """
 
     model: reactive[str] = reactive("no model")
+    compute: reactive[str] = reactive("")  # see `compute_label`
     state: reactive[str] = reactive("")
     stats: reactive[TurnStats | None] = reactive(None)
     context_limit: reactive[int] = reactive(0)
@@ -24,6 +38,8 @@ class StatusBar(Widget):
     def render(self) -> Text:
         text = Text()
         text.append(self.model, style="bold")
+        if self.compute:
+            text.append(f"  {self.compute}", style="dim")
         if self.state:
             text.append(f"  {self.state}", style="italic")
         s = self.stats
@@ -35,3 +51,16 @@ class StatusBar(Widget):
             text.append(f"  ttft {s.ttft_s * 1000:.0f} ms")
             text.append(f"  prefill {s.prefill_tps:.0f} tok/s  decode {s.decode_tps:.1f} tok/s")
         return text
+
+    def show_model(self, info: ModelInfo) -> None:
+        """A model is loaded and ready."""
+        self.model, self.compute, self.state = info.name, compute_label(info), "ready"
+        self.context_limit = info.context_limit
+
+    def show_loading(self, spec: str) -> None:
+        """A load began: the old model is gone (the engine dropped it), so are its numbers."""
+        self.model, self.compute, self.context_limit, self.stats, self.state = spec, "", 0, None, "loading…"
+
+    def show_no_model(self) -> None:
+        """A load failed: nothing is loaded now."""
+        self.model, self.compute, self.context_limit, self.stats, self.state = NO_MODEL, "", 0, None, ""

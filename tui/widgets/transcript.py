@@ -187,12 +187,18 @@ class Transcript(VerticalScroll, can_focus=True):
             self.post_message(CandidateChosen(position))
 
     def action_flip(self, step: int) -> None:
-        """Flip the selected reply (or the last message) to its previous/next version."""
+        """Ask to show the previous/next version of the selected reply (or the last message
+        that has versions); the screen decides, because it knows whether a reply is streaming."""
         node = self.selected.node if self.selected is not None else self._last_multi()
-        if node is not None and node.flip(step):
-            self.post_message(self.Flipped(node))
-        else:
+        if node is None:
             self.app.bell()
+        else:
+            self.post_message(self.FlipRequested(node, step))
+
+    def reselect(self) -> None:
+        """Post the current selection again (the shown version changed under the cursor)."""
+        cursor = self.cursor
+        self.post_message(TokenSelected(*cursor) if cursor else TokenSelected(None, None))
 
     def _last_multi(self) -> Node | None:
         return next((n for n in reversed(self.conversation.path()) if len(n.versions) > 1), None)
@@ -200,9 +206,10 @@ class Transcript(VerticalScroll, can_focus=True):
     def action_focus_input(self) -> None:
         self.screen.focus_next("ChatInput")
 
-    class Flipped(Message):
-        """A message now shows another version: the screen re-shows the path."""
+    class FlipRequested(Message):
+        """The user wants `node` to show its previous (-1) or next (+1) version."""
 
-        def __init__(self, node: Node) -> None:
+        def __init__(self, node: Node, step: int) -> None:
             super().__init__()
             self.node = node
+            self.step = step

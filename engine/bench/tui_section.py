@@ -1,0 +1,44 @@
+"""The TUI's numbers, measured by ``python -m tui.benchprobe`` in a subprocess.
+
+engine/ never imports Textual, so the probe lives with the TUI and this side only runs it and
+reads its JSON: stream throughput with a scripted firehose engine, key-to-screen latency while
+a reply streams, and start-up (command -> first painted screen -> loaded model).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+from engine.bench.report import Section
+
+PROBE = "tui.benchprobe"
+
+
+def _probe(*args: str, timeout_s: float = 300.0) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", PROBE, *args], capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"{PROBE} failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def tui_section(section: Section, rounds: int, tokens: int) -> None:
+    """Rows for throughput, backlog, key latency and start-up; skipped when the probe is missing."""
+    if importlib.util.find_spec(PROBE) is None:
+        section.skipped = f"{PROBE} is not installed with this build"
+        return
+    streams = [_probe("stream", "--tokens", str(tokens)) for _ in range(rounds)]
+    section.add(f"screen keeps up with (scripted engine, {tokens} tokens)", [s["stream_tps"] for s in streams], "tok/s")
+    section.add("backlog after the engine finished", [s["backlog_s"] * 1e3 for s in streams], "ms")
+    section.add("key -> screen while streaming 500 tok/s (median)", [s["key_ms_median"] for s in streams], "ms")
+    section.add("key -> screen while streaming 500 tok/s (worst)", [s["key_ms_max"] for s in streams], "ms")
+    for label, extra in (("scripted engine", ()), ("real engine, demo model", ("--real",))):
+        starts = [_probe("startup", "--since", repr(time.time()), *extra) for _ in range(rounds)]
+        section.add(f"command -> first painted screen ({label})", [s["first_paint_s"] for s in starts], "s")
+        section.add(f"command -> model loaded ({label})", [s["model_loaded_s"] for s in starts], "s")
+    section.notes.append("targets: >= 2,000 tok/s with no growing backlog; key -> screen < 50 ms; first paint < 1 s")

@@ -1,0 +1,49 @@
+"""Snapshot tests of the main screen (pytest-textual-snapshot). Deterministic: the scripted engine
+with no token delay, a fixed terminal size, and the reply finished before the picture is taken.
+
+Update after an intended visual change with ``pytest tests/tui/test_snapshots.py --snapshot-update``
+and look at the SVGs in the report before committing them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tui_helpers import SIZE, send, wait_idle
+
+
+async def _chat(pilot: Any) -> None:
+    await send(pilot.app, pilot, "hi")
+
+
+def test_main_screen_after_a_reply(snap_compare: Any, make_app: Any) -> None:
+    """You should see: the user's "hi", the finished reply rendered as Markdown (a bullet list
+    with "candidates" in bold), the candidates panel showing the newest token "." (p raw 90.0%,
+    sampled 100.0%, rank 1), the parameters panel (temperature 0.70, top-p 1.00 (off), ...), the status bar
+    ("scripted-demo  ready  ctx 22/4096 ...") and the footer keys."""
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=_chat)
+
+
+def test_inspecting_a_token_with_heatmap(snap_compare: Any, make_app: Any) -> None:
+    """You should see: the reply as tokens coloured by probability (heatmap on), the cursor on
+    " scripted" (reverse video), and the candidates panel for it: rank 4, " small", " tiny",
+    " demo" above the chosen " scripted" with its ▶ marker."""
+
+    async def inspect(pilot: Any) -> None:
+        await _chat(pilot)
+        await pilot.press("f3", "escape", "right", "home", "n")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=inspect)
+
+
+def test_help_screen(snap_compare: Any, make_app: Any) -> None:
+    """You should see: the help table listing keys, actions, where they act and binding ids,
+    starting with "ctrl+q  Quit  anywhere  app.quit"."""
+
+    async def help_(pilot: Any) -> None:
+        await wait_idle(pilot.app, pilot)
+        await pilot.press("f1")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=help_)

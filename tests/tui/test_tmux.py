@@ -1,0 +1,114 @@
+"""The app in a real terminal: tmux runs `python -m tui.cli --fake-engine`, keys go in with
+send-keys, the screen comes back with capture-pane. Skipped when tmux is not installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Tmux:
+    """One tmux server on a private socket, so nothing touches the user's sessions."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.socket = f"logitscope-test-{uuid.uuid4().hex[:8]}"
+        self.tmp = tmp
+
+    def run(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
+        return done.stdout
+
+    def start(self, command: str) -> None:
+        env = {**os.environ, "XDG_CONFIG_HOME": str(self.tmp / "cfg"), "XDG_STATE_HOME": str(self.tmp / "state"),
+               "TERM": "xterm-256color", "LOGITSCOPE_FAKE_DELAY": "0.01"}
+        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", "t", "-x", "120", "-y", "36",
+                        command], env=env, cwd=ROOT, check=True, timeout=10)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "t")
+
+    def wait_for(self, check: Callable[[str], bool], timeout: float = 30.0) -> str:
+        end = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < end:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"timed out; the screen was:\n{screen}")
+
+    def type_line(self, text: str) -> None:
+        """Type into the chat input, wait until it shows, then press Enter (as a person would)."""
+        self.run("send-keys", "-t", "t", "-l", text)
+        self.wait_for(lambda s: text in s)
+        self.run("send-keys", "-t", "t", "Enter")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Tmux:
+    session = Tmux(tmp_path)
+    yield session  # type: ignore[misc]
+    session.kill()
+
+
+def test_chat_in_a_real_terminal_then_quit(tmux: Tmux, tmp_path: Path) -> None:
+    marker = tmp_path / "exit-code"
+    tmux.start(f"{sys.executable} -m tui.cli --fake-engine; echo $? > {marker}; echo EXITED; sleep 30")
+    tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+    tmux.type_line("hello there")
+    screen = tmux.wait_for(lambda s: "and branches." in s and "decode" in s)
+    assert "hello there" in screen and "Hello! I am a scripted model." in screen
+    tmux.run("send-keys", "-t", "t", "Escape")
+    tmux.run("send-keys", "-t", "t", "Right")
+    tmux.run("send-keys", "-t", "t", "Home")
+    screen = tmux.wait_for(lambda s: "Greetings" in s)  # the candidates of the first token
+    assert "rank 1" in screen
+    tmux.run("send-keys", "-t", "t", "C-q")
+    end = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert marker.read_text().strip() == "0"
+    screen = tmux.wait_for(lambda s: "EXITED" in s)
+    assert "Traceback" not in screen and "Error" not in screen
+    saved = tmp_path / "state" / "logitscope" / "last-conversation.json"
+    assert "hello there" in saved.read_text()
+
+
+def test_terminal_closed_mid_reply_exits_cleanly(tmux: Tmux, tmp_path: Path) -> None:
+    """Closing the terminal (SIGHUP) mid-stream: exit status 0 and the conversation is saved.
+
+    A wrapper stands in for the user's shell: it gets the hangup and forwards it to the app, as
+    a shell does to its jobs, and then reports the app's exit status (the terminal is gone)."""
+    marker = tmp_path / "exit-code"
+    wrapper = (
+        "import signal, subprocess, sys; "
+        "p = subprocess.Popen([sys.executable, '-m', 'tui.cli', '--fake-engine']); "
+        "signal.signal(signal.SIGHUP, lambda *_: p.send_signal(signal.SIGHUP)); "
+        f"open({str(marker)!r}, 'w').write(str(p.wait()))"
+    )
+    tmux.start(f"LOGITSCOPE_FAKE_DELAY=0.3 {sys.executable} -c \"{wrapper}\"")
+    tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+    tmux.type_line("tell me")
+    tmux.wait_for(lambda s: "streaming" in s)
+    tmux.kill()
+    end = time.monotonic() + 20
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert marker.read_text() == "0"
+    saved = tmp_path / "state" / "logitscope" / "last-conversation.json"
+    assert "tell me" in saved.read_text()
