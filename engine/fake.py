@@ -145,7 +145,11 @@ class ScriptedEngine:
     async def load(
         self, model: str, *, trust_remote_code: bool = False, on_progress: ProgressCallback | None = None
     ) -> ModelInfo:
-        """Pretend to load in a few steps (so progress UIs can be tested), or fail as scripted."""
+        """Pretend to load in a few steps (so progress UIs can be tested), or fail as scripted.
+
+        Like the real engine, the old model is dropped first: after a failed load none is loaded.
+        """
+        self._model = None
         for step in range(1, 5):
             if on_progress is not None:
                 on_progress(LoadProgress(f"loading {model}", step / 4))
@@ -155,7 +159,7 @@ class ScriptedEngine:
         self._model = ModelInfo(
             name=self.name if model == "demo" else model, path=f"/scripted/{model}",
             context_limit=self.context_limit, vocab_size=32000, has_chat_template=True,
-            parameters=1_000_000, dtype="float32",
+            parameters=1_000_000, dtype="float32", blas="scripted",
         )
         return self._model
 

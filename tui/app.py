@@ -8,12 +8,14 @@ the conversation, also when the terminal goes away mid-reply.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
 
 from textual.app import App
 
+from engine import hub
 from engine.api import EngineAPI
 from engine.config import ConfigError, LoadedConfig, save_settings
 from tui.bindings import binding_ids, bindings_for
@@ -23,6 +25,7 @@ from tui.keymap import build_keymap
 from tui.model.store import save_conversation, state_dir
 from tui.screens.chat import ChatScreen
 from tui.screens.help import HelpScreen
+from tui.screens.model_picker import ModelPicker
 from tui.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
 
 LAST_CONVERSATION = "last-conversation.json"
@@ -82,7 +85,45 @@ class LogitscopeApp(App[None]):
             self.notify(line, title="Config", severity="warning", timeout=20)
         self.push_screen(self.chat_screen)
         self._watch_hangup()
-        self.run_worker(self.controller.load(self.model_spec, self.trust_remote_code), name="load-model")
+        self._start_load(self.model_spec)
+
+    # --- models
+
+    def _start_load(self, spec: str) -> None:
+        self.run_worker(self._load_model(spec), name="load-model", group="load-model")
+
+    async def _load_model(self, spec: str) -> None:
+        """Load `spec` through the controller; a success goes first in the picker's recent list."""
+        if await self.controller.load(spec, self.trust_remote_code):
+            self.model_spec = spec
+            await asyncio.to_thread(hub.record_recent, spec)
+
+    def action_switch_model(self) -> None:
+        """Open the model picker (not over another picker, not while a reply or a load runs)."""
+        if isinstance(self.screen, ModelPicker):
+            return
+        if self.controller.busy or self._load_pending():
+            busy = "A reply is streaming: Esc stops it" if self.controller.busy else "A model is still loading"
+            self.notify(f"{busy}, then switch models.", severity="warning")
+            return
+        current = self.model_spec if self.engine.model is not None else None
+        self.push_screen(ModelPicker(hub.list_local_models, current), self._picked)
+
+    def _load_pending(self) -> bool:
+        """A load worker exists that has not finished (it may not have started running yet)."""
+        return any(w.group == "load-model" and not w.is_finished for w in self.workers)
+
+    def _picked(self, spec: str | None) -> None:
+        if spec:
+            self.switch_model(spec)
+
+    def switch_model(self, spec: str) -> None:
+        """Load another model; the conversation belonged to the old one, so a new chat starts."""
+        if not self.controller.can_start or self._load_pending():
+            self.notify("Busy: wait for the reply or the load to end, then switch models.", severity="warning")
+            return
+        self.chat_screen.action_new_chat()
+        self._start_load(spec)
 
     def _watch_hangup(self) -> None:
         """A closed terminal (SIGHUP) must lose nothing and print no traceback."""

@@ -55,7 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from engine.client import Engine
 
-        engine = Engine(max_context=loaded.config.model.max_context)
+        m = loaded.config.model
+        engine = Engine(max_context=m.max_context, fast_blas=m.fast_blas, compute_dtype=m.compute_dtype)
     app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)  # type: ignore[arg-type]
     app.run()
     return app.return_code or 0

@@ -112,3 +112,13 @@ def test_terminal_closed_mid_reply_exits_cleanly(tmux: Tmux, tmp_path: Path) -> 
     assert marker.read_text() == "0"
     saved = tmp_path / "state" / "logitscope" / "last-conversation.json"
     assert "tell me" in saved.read_text()
+
+
+def test_a_line_typed_in_one_burst_with_enter_is_sent_whole(tmux: Tmux) -> None:
+    """Text and Enter arriving in one read (fast typing, tmux, a pasted line without bracketed
+    paste) must send the whole text: Enter's priority binding may not overtake the characters."""
+    tmux.start(f"{sys.executable} -m tui.cli --fake-engine; sleep 30")
+    tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+    tmux.run("send-keys", "-t", "t", "quick burst line", "Enter")
+    screen = tmux.wait_for(lambda s: "and branches." in s and "decode" in s)
+    assert "quick burst line" in screen

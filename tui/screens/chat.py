@@ -70,6 +70,10 @@ class ChatScreen(Screen[None]):
 
     # --- engine news
 
+    @on(msg.ModelLoadStarted)
+    def _load_started(self, event: msg.ModelLoadStarted) -> None:
+        self.query_one(StatusBar).show_loading(event.spec)
+
     @on(msg.ModelLoading)
     def _loading(self, event: msg.ModelLoading) -> None:
         fraction = event.progress.fraction
@@ -78,12 +82,11 @@ class ChatScreen(Screen[None]):
 
     @on(msg.ModelLoaded)
     def _loaded(self, event: msg.ModelLoaded) -> None:
-        bar = self.query_one(StatusBar)
-        bar.model, bar.state, bar.context_limit = event.info.name, "ready", event.info.context_limit
+        self.query_one(StatusBar).show_model(event.info)
 
     @on(msg.ModelLoadFailed)
     def _load_failed(self, event: msg.ModelLoadFailed) -> None:
-        self.query_one(StatusBar).state = "no model loaded"
+        self.query_one(StatusBar).show_no_model()
         self.notify(event.error, title="Model failed to load", severity="error", timeout=30)
 
     @on(msg.GenerationStarted)
@@ -138,8 +141,11 @@ class ChatScreen(Screen[None]):
     def _submitted(self, event: msg.Submitted) -> None:
         if self.controller.busy:
             self.notify("A reply is still streaming: Esc stops it.", severity="warning")
+        elif self.controller.loading:
+            self.notify("A model is loading: send when it is ready.", severity="warning")
         elif self.controller.engine.model is None:
-            self.notify("No model is loaded yet.", severity="warning")
+            self.notify("No model is loaded: 'Switch model…' in the command palette picks one.",
+                        severity="warning")
         else:
             self.query_one(Transcript).clear()
             self.controller.send(event.text)
@@ -158,6 +164,8 @@ class ChatScreen(Screen[None]):
             self.notify("Select a token first (Esc, then ←/→).", severity="warning")
         elif self.controller.busy:
             self.notify("Stop the running reply first (Esc).", severity="warning")
+        elif self.controller.loading:
+            self.notify("A model is loading.", severity="warning")
         elif not self.controller.branch(cursor[0], cursor[1], event.position):
             self.notify(f"There is no candidate {event.position + 1} here.", severity="warning")
         else:
@@ -235,14 +243,20 @@ class ChatScreen(Screen[None]):
     def action_stop(self) -> None:
         self.controller.stop()
 
+    def _why_not_now(self) -> str | None:
+        """Why no turn can start right now, as a short note (None: one can)."""
+        if self.controller.busy:
+            return "Busy: Esc stops."
+        return "A model is loading." if self.controller.loading else None
+
     def action_regenerate(self) -> None:
         if not self.controller.regenerate():
-            self.notify("Nothing to regenerate yet." if not self.controller.busy else "Busy: Esc stops.")
+            self.notify(self._why_not_now() or "Nothing to regenerate yet.")
 
     def action_edit_last(self) -> None:
         user = self.controller.last_user()
-        if user is None or self.controller.busy:
-            self.notify("No message to edit yet." if user is None else "Busy: Esc stops.")
+        if user is None or not self.controller.can_start:
+            self.notify(self._why_not_now() or "No message to edit yet.")
             return
         self.app.push_screen(TextDialog("Edit your last message", user.version.text),
                              lambda text: self._resend(text))

@@ -12,7 +12,7 @@ from textual.widgets import Button, Input, Label, TextArea
 
 Validate = Callable[[str], "str | None"]  # the problem as one line, or None when the text is fine
 
-_DIALOG_CSS = """
+DIALOG_CSS = """
 ModalScreen { align: center middle; }
 ModalScreen > Vertical { width: 70; height: auto; max-height: 80%; border: thick $primary;
                          background: $surface; padding: 1 2; }
@@ -25,7 +25,7 @@ ModalScreen Button { margin-left: 1; }
 class ValueDialog(ModalScreen[str | None]):
     """One line of input; Enter accepts only if `validate` has no complaint (shown inline)."""
 
-    DEFAULT_CSS = _DIALOG_CSS
+    DEFAULT_CSS = DIALOG_CSS
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel", id="dialog.cancel", tooltip="Close without change")]
 
     def __init__(self, title: str, value: str, validate: Validate, hint: str = "") -> None:
@@ -53,7 +53,7 @@ class ValueDialog(ModalScreen[str | None]):
 class TextDialog(ModalScreen[str | None]):
     """A multi-line text (system prompt, a message to edit); Ctrl+S or the button accepts."""
 
-    DEFAULT_CSS = _DIALOG_CSS + "TextDialog TextArea { height: 10; }"
+    DEFAULT_CSS = DIALOG_CSS + "TextDialog TextArea { height: 10; }"
     BINDINGS = [
         Binding("escape", "dismiss_none", "Cancel", id="dialog.cancel", tooltip="Close without change"),
         Binding("ctrl+s", "accept", "OK", id="dialog.accept", tooltip="Accept the text"),

@@ -25,6 +25,15 @@ class ChatInput(TextArea):
         self._draft = ""
 
     def action_send(self) -> None:
+        """Send once the keys typed before Enter are in the text.
+
+        The binding is a priority one, so the app runs it as soon as Enter arrives, while
+        characters typed just before it (a fast typist, a pasted line, tmux send-keys) may still
+        wait in this widget's queue; queueing the send behind them keeps every character.
+        """
+        self.call_later(self._send_now)
+
+    def _send_now(self) -> None:
         text = self.text.strip()
         if not text:
             return

@@ -1,0 +1,198 @@
+"""Switching models from the TUI: the picker lists the demo, recent models and the HF cache (scanned
+off the event loop), picking one loads it in a new chat and records it, a failed load leaves a
+working app with "no model loaded", and the status bar says which dtype and BLAS compute."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input, OptionList
+
+from engine import hub
+from engine.api import ModelInfo
+from engine.fake import ScriptedEngine
+from tui import cli
+from tui.app import LogitscopeApp
+from tui.screens.model_picker import ModelPicker
+from tui.widgets.chat_input import ChatInput
+from tui.widgets.status_bar import StatusBar, compute_label
+from tui_helpers import SIZE, screen_text, send, wait_idle
+
+CACHED = hub.ModelEntry("org/cached-model", "org/cached-model", "cache", "/hf/org--cached-model", 1_500_000_000)
+
+
+@pytest.fixture
+def scan_threads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A fake HF cache holding one model; records the thread each scan ran on."""
+    threads: list[int] = []
+
+    def cached_models(cache_dir: object = None) -> list[hub.ModelEntry]:
+        threads.append(threading.get_ident())
+        return [CACHED]
+
+    monkeypatch.setattr(hub, "cached_models", cached_models)
+    return threads
+
+
+async def _wait_for(condition: Any, timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition() and loop.time() < end:
+        await asyncio.sleep(0.01)
+    assert condition()
+
+
+async def _open_picker(app: LogitscopeApp, pilot: Any) -> ModelPicker:
+    await pilot.press("ctrl+o")
+    await _wait_for(lambda: isinstance(app.screen, ModelPicker) and app.screen.entries is not None)
+    await pilot.pause()
+    assert isinstance(app.screen, ModelPicker)
+    return app.screen
+
+
+def _rows(picker: ModelPicker) -> list[str]:
+    options = picker.query_one(OptionList)
+    return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+
+
+async def test_picker_lists_demo_recent_and_cache_from_a_thread(make_app: Any, scan_threads: list[int]) -> None:
+    hub.record_recent("someone/recent-model")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Switch model")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await _wait_for(lambda: isinstance(app.screen, ModelPicker) and app.screen.entries is not None)
+        await pilot.pause()
+        picker = app.screen
+        assert isinstance(picker, ModelPicker)
+        rows = _rows(picker)
+        assert rows[0].startswith("demo (built-in)") and "(loaded)" in rows[0]
+        assert rows[1].startswith("someone/recent-model") and "recent · not downloaded" in rows[1]
+        assert rows[2].startswith("org/cached-model") and "HF cache · 1.5 GB" in rows[2]
+        assert len(rows) == 3
+        assert scan_threads and threading.get_ident() not in scan_threads  # never on the event loop
+        await pilot.press(*"cached")
+        await pilot.pause()
+        assert [r.split()[0] for r in _rows(picker)] == ["org/cached-model", "Load"]  # + the typed text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ModelPicker)
+        assert app.engine.model is not None and app.engine.model.name == "scripted-demo"  # nothing changed
+
+
+async def test_picking_loads_in_a_new_chat_and_records_recent(make_app: Any, scan_threads: list[int]) -> None:
+    engine = ScriptedEngine(load_delay=0.8)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await _wait_for(lambda: hub.recent_models() == ["demo"])  # the startup load is recorded too
+        picker = await _open_picker(app, pilot)
+        await pilot.press("down")  # demo -> the cached model
+        assert picker.query_one(OptionList).highlighted == 1
+        await pilot.press("enter")
+        await _wait_for(lambda: app.controller.loading)
+        await pilot.pause()
+        assert app.controller.conversation.root is None  # a new chat
+        assert "org/cached-model" in screen_text(app) and "loading" in screen_text(app)
+        chat_input = app.screen.query_one(ChatInput)
+        chat_input.focus()
+        chat_input.text = "too soon"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.controller.loading  # (still: the check below is about a send during the load)
+        assert app.controller.conversation.root is None
+        assert any("A model is loading" in n.message for n in app._notifications)
+        await wait_idle(app, pilot)
+        assert engine.model is not None and engine.model.name == "org/cached-model"
+        await _wait_for(lambda: hub.recent_models() == ["org/cached-model", "demo"])
+        text = screen_text(app)
+        assert "org/cached-model  float32 · scripted  ready" in text
+        await send(app, pilot, "hello again")
+        assert [n.role for n in app.controller.conversation.path()] == ["user", "assistant"]
+
+
+async def test_typed_spec_that_fails_leaves_a_working_app(make_app: Any, scan_threads: list[int]) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        engine.load_error = "nope/missing was not found on the Hugging Face hub"
+        picker = await _open_picker(app, pilot)
+        picker.query_one(Input).value = "nope/missing"
+        await pilot.pause()
+        await pilot.press("enter")
+        await _wait_for(lambda: not app._load_pending())
+        await pilot.pause()
+        assert engine.model is None
+        notes = [n.message for n in app._notifications]
+        assert "nope/missing was not found on the Hugging Face hub" in notes
+        bar = app.screen.query_one(StatusBar)
+        assert bar.model == "no model loaded" and bar.compute == "" and "no model loaded" in screen_text(app)
+        assert "nope/missing" not in hub.recent_models()
+        app.screen.query_one("ChatInput").focus()
+        await pilot.press(*"hi", "enter")
+        await pilot.pause()
+        assert app.controller.conversation.root is None  # refused with a note, no crash
+        engine.load_error = None
+        picker = await _open_picker(app, pilot)
+        assert "(loaded)" not in " ".join(_rows(picker))  # nothing is loaded now
+        await pilot.press("enter")  # the demo, first row
+        await wait_idle(app, pilot)
+        assert engine.model is not None and engine.model.name == "scripted-demo"
+        await send(app, pilot, "hi")
+        assert app.controller.conversation.root is not None
+
+
+async def test_no_switch_while_a_reply_streams(make_app: Any, scan_threads: list[int]) -> None:
+    app = make_app(ScriptedEngine(token_delay=0.2))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press(*"hi", "enter")
+        await pilot.pause(0.1)
+        assert app.controller.busy
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert not isinstance(app.screen, ModelPicker)
+        assert any("then switch models" in n.message for n in app._notifications)
+        await pilot.press("escape")
+
+
+def test_compute_label_is_short() -> None:
+    def info(dtype: str, blas: str) -> ModelInfo:
+        return ModelInfo("m", "/m", 4096, 100, True, 1, dtype, blas)
+
+    assert compute_label(info("float32", "OpenBLAS (2 threads)")) == "float32 · OpenBLAS"
+    assert compute_label(info("bfloat16", "MLX built-in")) == "bfloat16 · MLX built-in"
+    assert compute_label(info("float16", "")) == "float16"
+
+
+def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import engine.client
+
+    built: list[dict[str, object]] = []
+    ran: list[bool | None] = []
+
+    class Recorder:
+        def __init__(self, max_context: int = 0, **options: object) -> None:
+            built.append({"max_context": max_context, **options})
+
+    def run(self: LogitscopeApp) -> None:
+        ran.append(self.trust_remote_code)
+
+    monkeypatch.setattr(engine.client, "Engine", Recorder)
+    monkeypatch.setattr(LogitscopeApp, "run", run)
+    monkeypatch.delenv("LOGITSCOPE_FAKE_ENGINE", raising=False)
+    config = tmp_path / "c.toml"
+    config.write_text('[model]\nmax_context = 1234\nfast_blas = false\ncompute_dtype = "float16"\n'
+                      "trust_remote_code = true\n", encoding="utf-8")
+    assert cli.main(["--config", str(config)]) == 0
+    assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16"}]
+    assert ran == [True]
