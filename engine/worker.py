@@ -91,6 +91,7 @@ class EngineWorker:
         """Start the thread at once: it must exist before any MLX work can be queued."""
         self._options = options or EngineOptions()
         self._blas = "not set up yet"
+        self._blas_active = False
         self._commands: queue.Queue[Command] = queue.Queue()
         self._stream: Any = None  # the engine thread's MLX stream, touched only on that thread
         self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
@@ -127,6 +128,7 @@ class EngineWorker:
         session: Session | None = None
         info = enable_fast_blas(self._options.fast_blas)
         self._blas = f"OpenBLAS ({info.threads} threads)" if info.active else "MLX built-in"
+        self._blas_active = info.active
         try:
             while True:
                 command = self._commands.get()
@@ -158,6 +160,7 @@ class EngineWorker:
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
+            _tune_for_cpu(loaded.model, self._blas_active)
             limit = _context_limit(loaded.model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
@@ -184,6 +187,21 @@ class EngineWorker:
         except Exception as exc:
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
+
+
+def _tune_for_cpu(model: Any, blas_active: bool) -> None:
+    """The measured CPU wins for quantized models (BENCHMARKS.md); each keeps results exact.
+
+    With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain without
+    one); big quantized layers split their decode mat-vecs over two CPU streams (both cores).
+    Both are no-ops for unquantized models, and the split is a no-op on a GPU.
+    """
+    from engine.dtype import enable_dequantized_prefill
+    from engine.parallel import enable_two_stream_decode
+
+    if blas_active:
+        enable_dequantized_prefill(model)
+    enable_two_stream_decode(model)
 
 
 def _release_streams() -> None:

@@ -1,0 +1,150 @@
+"""``python -m tui.benchprobe``: the TUI's speed numbers for ``logitscope bench``.
+
+engine/bench may not import Textual, so it runs this module in a subprocess and reads one JSON
+line from it.
+
+Modes (one JSON object on stdout):
+- ``stream``: a ScriptedEngine emits a long reply as fast as the event loop allows; reports the
+  tokens/s the app sustained end to end and the backlog (how long after the engine finished the
+  screen had handled the finish), plus key-press-to-screen latency while a reply streams.
+- ``startup --since T [--real]``: seconds from T (the parent's ``time.time()`` just before it
+  spawned this process) to the first painted chat screen and to the loaded model (the scripted
+  demo, or with ``--real`` the real Engine loading the packaged demo model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from textual import events
+
+from engine.config import load_config
+from engine.fake import ScriptedEngine
+from tui.app import LogitscopeApp
+
+SIZE = (120, 36)
+
+
+def _app(engine: Any, folder: Path) -> LogitscopeApp:
+    return LogitscopeApp(engine, load_config(folder / "config.toml"), config_dir=folder / "cfg", save_dir=folder)
+
+
+def _screen_text(app: LogitscopeApp) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())  # noqa: SLF001
+
+
+async def _until(condition: Any, timeout: float = 60.0, every: float = 0.001) -> float:
+    """Poll `condition`; the time it became true (perf_counter)."""
+    end = time.perf_counter() + timeout
+    while not condition():
+        if time.perf_counter() > end:
+            raise TimeoutError("the app did not get there in time")
+        await asyncio.sleep(every)
+    return time.perf_counter()
+
+
+def _reply_tokens(app: LogitscopeApp) -> int:
+    path = app.controller.conversation.path()
+    return len(path[-1].version.tokens or []) if path and path[-1].role == "assistant" else 0
+
+
+async def stream(tokens: int, presses: int) -> dict[str, float]:
+    """Throughput with a firehose engine, then key latency under a steady 500 tok/s stream."""
+    reply = [f" w{i}" for i in range(tokens)]
+    with tempfile.TemporaryDirectory() as folder:
+        engine = ScriptedEngine([reply], token_delay=1e-6)
+        app = _app(engine, Path(folder))
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(lambda: app.engine.model is not None)
+            app.controller.set_params(app.controller.params.with_changes(max_tokens=tokens + 1))
+            app.screen.query_one("ChatInput").focus()
+            await pilot.press("g", "o")
+            start = time.perf_counter()
+            await pilot.press("enter")
+            done = await _until(lambda: not app.controller.busy and _reply_tokens(app) >= tokens)
+            handled = await _until(lambda: "generating" not in str(app.screen.query_one("StatusBar").state))
+            rate = tokens / (done - start)
+            backlog = handled - done
+            engine.token_delay = 0.002  # ~500 tok/s: a fast real model
+            latencies = await _key_latencies(app, pilot, presses)
+    return {"stream_tps": rate, "backlog_s": backlog, "key_ms_median": statistics.median(latencies),
+            "key_ms_max": max(latencies), "tokens": tokens, "presses": presses}
+
+
+async def _key_latencies(app: LogitscopeApp, pilot: Any, presses: int) -> list[float]:
+    """Type letters into the input while a reply streams; time until each shows on screen."""
+    box = app.screen.query_one("ChatInput")
+    await pilot.press("x", "enter")
+    await _until(lambda: app.controller.busy, timeout=10)
+    box.focus()
+    found: list[float] = []
+    for i in range(presses):
+        box.text = "q" * (i + 1)
+        await pilot.pause()
+        marker = "q" * (i + 2)
+        start = time.perf_counter()
+        app.post_message(events.Key("q", "q"))  # as the terminal driver delivers it (pilot.press waits for idle)
+        # Poll every 5 ms: rendering the whole screen to look costs time the app then lacks.
+        seen = await _until(lambda: marker in _screen_text(app), timeout=10, every=0.005)
+        found.append((seen - start) * 1e3)
+        if not app.controller.busy:
+            break
+    app.controller.stop()
+    return found
+
+
+def startup(since: float, real: bool) -> dict[str, float]:
+    """Run the app headless until the model is loaded; report both moments relative to `since`.
+
+    "First paint" is when Textual hands over to the auto-pilot: the app is running and the chat
+    screen has been composed and refreshed once.
+    """
+    marks: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        if real:
+            from engine.client import Engine
+
+            engine: Any = Engine()
+        else:
+            engine = ScriptedEngine()
+        app = _app(engine, Path(folder))
+        app.model_spec = "demo"
+
+        async def pilot_run(pilot: Any) -> None:
+            await _until(lambda: app.screen is app.chat_screen, timeout=30)
+            await pilot.pause()
+            marks["first_paint_s"] = time.time() - since
+            await _until(lambda: app.engine.model is not None, timeout=120)
+            marks["model_loaded_s"] = time.time() - since
+            await app.action_quit()
+
+        app.run(headless=True, size=SIZE, auto_pilot=pilot_run)
+    return marks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tui.benchprobe")
+    parser.add_argument("mode", choices=("stream", "startup"))
+    parser.add_argument("--tokens", type=int, default=4000)
+    parser.add_argument("--presses", type=int, default=10)
+    parser.add_argument("--since", type=float, default=0.0)
+    parser.add_argument("--real", action="store_true")
+    args = parser.parse_args(argv)
+    if args.mode == "stream":
+        result = asyncio.run(stream(args.tokens, args.presses))
+    else:
+        result = startup(args.since or time.time(), args.real)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
