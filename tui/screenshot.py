@@ -1,7 +1,9 @@
-"""Save an SVG of a scripted session for the README: ``python -m tui.screenshot [OUT.svg]``.
+"""Save an SVG of a session for the README: ``python -m tui.screenshot [OUT.svg] [--scripted]``.
 
-Runs the app headless on the scripted engine (no model needed), sends a message, selects the
-least likely token of the reply with the heatmap on, and saves the screen.
+By default it is a real session: the real engine on the embedded demo model, asked for the
+capital of France, with the token cursor on the capital so the candidates panel shows the other
+capitals the model considered, and the heatmap on. ``--scripted`` uses the scripted engine
+instead (no model needed; what the tests use).
 """
 
 from __future__ import annotations
@@ -11,24 +13,40 @@ import sys
 import tempfile
 from pathlib import Path
 
+from engine.api import EngineAPI
 from engine.config import load_config
 from engine.fake import ScriptedEngine
 from tui.app import LogitscopeApp
 
+QUESTION = "What is the capital of France?"
+FOCUS_WORD = "Paris"
 
-async def take(path: Path, size: tuple[int, int] = (120, 36)) -> Path:
+
+def _focus_index(app: LogitscopeApp) -> int:
+    """Index of the reply token that starts `FOCUS_WORD` (the last token when absent)."""
+    reply = app.controller.conversation.path()[-1].version
+    tokens = reply.tokens or []
+    return next((i for i, t in enumerate(tokens) if FOCUS_WORD in t.piece), max(len(tokens) - 1, 0))
+
+
+async def take(path: Path, engine: EngineAPI, question: str, size: tuple[int, int] = (120, 36)) -> Path:
     """Drive a session and write its SVG to `path`; returns the path."""
     with tempfile.TemporaryDirectory() as tmp:
-        loaded = load_config(Path(tmp) / "config.toml")
-        app = LogitscopeApp(ScriptedEngine(), loaded, config_dir=Path(tmp), save_dir=Path(tmp))
+        config = Path(tmp) / "config.toml"
+        config.write_text("[sampling]\nseed = 7\n", encoding="utf-8")  # the same reply every time
+        loaded = load_config(config)
+        app = LogitscopeApp(engine, loaded, config_dir=Path(tmp), save_dir=Path(tmp))
         async with app.run_test(size=size) as pilot:
             while app.engine.model is None:
                 await asyncio.sleep(0.01)
-            await pilot.press(*"Say hello", "enter")
+            await pilot.press(*question, "enter")
+            await pilot.pause()
             while app.controller.busy or app.controller.conversation.root is None:
                 await asyncio.sleep(0.01)
             await pilot.pause()
-            await pilot.press("f3", "escape", "right", "home", "n")
+            await pilot.press("f3", "escape")
+            await pilot.pause()
+            await pilot.press("right", "home", *["right"] * _focus_index(app))
             await pilot.pause()
             app.save_screenshot(filename=path.name, path=str(path.parent.resolve()))
     return path
@@ -36,8 +54,16 @@ async def take(path: Path, size: tuple[int, int] = (120, 36)) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    out = Path(args[0] if args else "logitscope.svg")
-    print(asyncio.run(take(out)))
+    scripted = "--scripted" in args
+    names = [a for a in args if not a.startswith("--")]
+    out = Path(names[0] if names else "logitscope.svg")
+    if scripted:
+        engine: EngineAPI = ScriptedEngine()
+        print(asyncio.run(take(out, engine, "Say hello")))
+    else:
+        from engine.client import Engine
+
+        print(asyncio.run(take(out, Engine(), QUESTION)))
     return 0
 
 

@@ -107,8 +107,9 @@ def test_format_param() -> None:
 
 
 async def test_screenshot_helper_writes_an_svg(tmp_path: Path) -> None:
+    from engine.fake import ScriptedEngine
     from tui.screenshot import take
 
-    out = await take(tmp_path / "shot.svg")
+    out = await take(tmp_path / "shot.svg", ScriptedEngine(), "Say hello")
     text = out.read_text(encoding="utf-8")
     assert text.startswith("<svg") and "scripted" in text

@@ -196,3 +196,23 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
     assert cli.main(["--config", str(config)]) == 0
     assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16"}]
     assert ran == [True]
+
+
+async def test_a_failed_scan_is_one_line_and_typing_still_works(make_app: Any,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(cache_dir: object = None) -> list[hub.ModelEntry]:
+        raise PermissionError("cache is unreadable\nsecond line")
+
+    monkeypatch.setattr(hub, "cached_models", broken)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        picker = await _open_picker(app, pilot)
+        assert picker.entries == []
+        assert "Could not list local models: cache is unreadable" in screen_text(app)
+        assert "second line" not in screen_text(app)
+        picker.query_one(Input).value = "org/typed-model"
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_idle(app, pilot)
+        assert app.engine.model is not None and app.engine.model.name == "org/typed-model"

@@ -7,8 +7,12 @@ and look at the SVGs in the report before committing them.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
+
+from engine import hub
 from tui_helpers import SIZE, send, wait_idle
 
 
@@ -20,7 +24,7 @@ def test_main_screen_after_a_reply(snap_compare: Any, make_app: Any) -> None:
     """You should see: the user's "hi", the finished reply rendered as Markdown (a bullet list
     with "candidates" in bold), the candidates panel showing the newest token "." (p raw 90.0%,
     sampled 100.0%, rank 1), the parameters panel (temperature 0.70, top-p 1.00 (off), ...), the status bar
-    ("scripted-demo  ready  ctx 22/4096 ...") and the footer keys."""
+    ("scripted-demo  float32 · scripted  ready  ctx 22/4096 ...") and the footer keys."""
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=_chat)
 
 
@@ -47,3 +51,23 @@ def test_help_screen(snap_compare: Any, make_app: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=help_)
+
+
+def test_model_picker(snap_compare: Any, make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """You should see: the "Switch model" dialog over the chat, with the filter input and three
+    rows: "demo (built-in)  built-in  (loaded)" highlighted, "someone/recent-model  recent · not
+    downloaded", and "org/cached-model  HF cache · 1.5 GB"."""
+    cached = hub.ModelEntry("org/cached-model", "org/cached-model", "cache", "/hf/cached", 1_500_000_000)
+    monkeypatch.setattr(hub, "cached_models", lambda cache_dir=None: [cached])
+    hub.record_recent("someone/recent-model")
+
+    async def pick(pilot: Any) -> None:
+        await wait_idle(pilot.app, pilot)
+        await pilot.press("ctrl+o")
+        for _ in range(200):
+            if getattr(pilot.app.screen, "entries", None) is not None:
+                break
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=pick)

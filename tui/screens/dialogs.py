@@ -12,20 +12,27 @@ from textual.widgets import Button, Input, Label, TextArea
 
 Validate = Callable[[str], "str | None"]  # the problem as one line, or None when the text is fine
 
-DIALOG_CSS = """
-ModalScreen { align: center middle; }
-ModalScreen > Vertical { width: 70; height: auto; max-height: 80%; border: thick $primary;
-                         background: $surface; padding: 1 2; }
-ModalScreen .error { color: $error; height: auto; }
-ModalScreen Horizontal { height: auto; align-horizontal: right; }
-ModalScreen Button { margin-left: 1; }
-"""
+class Dialog(ModalScreen[str | None]):
+    """The look every dialog shares: a bordered box in the middle of the screen.
+
+    The CSS lives on this base class because Textual scopes a class's DEFAULT_CSS to that class:
+    rules written for `ModalScreen` inside a subclass would match nothing.
+    """
+
+    DEFAULT_CSS = """
+    Dialog { align: center middle; }
+    Dialog > Vertical { width: 70; height: auto; max-height: 80%; border: thick $primary;
+                        background: $surface; padding: 1 2; }
+    Dialog .error { color: $error; height: auto; }
+    Dialog .hint { color: $text-muted; height: auto; }
+    Dialog Horizontal { height: auto; align-horizontal: right; }
+    Dialog Button { margin-left: 1; }
+    """
 
 
-class ValueDialog(ModalScreen[str | None]):
+class ValueDialog(Dialog):
     """One line of input; Enter accepts only if `validate` has no complaint (shown inline)."""
 
-    DEFAULT_CSS = DIALOG_CSS
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel", id="dialog.cancel", tooltip="Close without change")]
 
     def __init__(self, title: str, value: str, validate: Validate, hint: str = "") -> None:
@@ -50,10 +57,10 @@ class ValueDialog(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class TextDialog(ModalScreen[str | None]):
+class TextDialog(Dialog):
     """A multi-line text (system prompt, a message to edit); Ctrl+S or the button accepts."""
 
-    DEFAULT_CSS = DIALOG_CSS + "TextDialog TextArea { height: 10; }"
+    DEFAULT_CSS = "TextDialog TextArea { height: 10; }"
     BINDINGS = [
         Binding("escape", "dismiss_none", "Cancel", id="dialog.cancel", tooltip="Close without change"),
         Binding("ctrl+s", "accept", "OK", id="dialog.accept", tooltip="Accept the text"),

@@ -14,13 +14,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
 from engine.hub import ModelEntry
-from tui.screens.dialogs import DIALOG_CSS
+from tui.screens.dialogs import Dialog
 
 ListModels = Callable[[], list[ModelEntry]]
 _SOURCES = {"demo": "built-in", "recent": "recent", "cache": "HF cache"}
@@ -54,13 +53,12 @@ def entry_prompt(entry: ModelEntry, current: bool) -> Text:
     return row
 
 
-class ModelPicker(ModalScreen[str | None]):
+class ModelPicker(Dialog):
     """Type to filter; Enter loads the highlighted row (or the typed path / repo id); Esc cancels."""
 
-    DEFAULT_CSS = DIALOG_CSS + """
+    DEFAULT_CSS = """
     ModelPicker > Vertical { width: 96; }
     ModelPicker OptionList { height: auto; max-height: 18; }
-    ModelPicker .hint { color: $text-muted; }
     """
     BINDINGS = [
         Binding("escape", "dismiss_none", "Cancel", id="picker.cancel", tooltip="Close without loading"),
