@@ -23,17 +23,22 @@ FOCUS_WORD = "Paris"
 
 
 def _focus_index(app: LogitscopeApp) -> int:
-    """Index of the reply token that starts `FOCUS_WORD` (the last token when absent)."""
-    reply = app.controller.conversation.path()[-1].version
-    tokens = reply.tokens or []
-    return next((i for i, t in enumerate(tokens) if FOCUS_WORD in t.piece), max(len(tokens) - 1, 0))
+    """Index of the reply token where `FOCUS_WORD` starts (the last token when it is absent)."""
+    tokens = app.controller.conversation.path()[-1].version.tokens or []
+    start = "".join(t.piece for t in tokens).find(FOCUS_WORD)
+    end = 0
+    for i, token in enumerate(tokens):
+        end += len(token.piece)
+        if start != -1 and end > start:
+            return i
+    return max(len(tokens) - 1, 0)
 
 
 async def take(path: Path, engine: EngineAPI, question: str, size: tuple[int, int] = (120, 36)) -> Path:
     """Drive a session and write its SVG to `path`; returns the path."""
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.toml"
-        config.write_text("[sampling]\nseed = 7\n", encoding="utf-8")  # the same reply every time
+        config.write_text("[sampling]\nseed = 2\n", encoding="utf-8")  # the same reply every time
         loaded = load_config(config)
         app = LogitscopeApp(engine, loaded, config_dir=Path(tmp), save_dir=Path(tmp))
         async with app.run_test(size=size) as pilot:
@@ -43,10 +48,10 @@ async def take(path: Path, engine: EngineAPI, question: str, size: tuple[int, in
             await pilot.pause()
             while app.controller.busy or app.controller.conversation.root is None:
                 await asyncio.sleep(0.01)
-            await pilot.pause()
-            await pilot.press("f3", "escape")
-            await pilot.pause()
+            await pilot.pause(0.5)  # let the finished reply settle on screen
+            await pilot.press("escape")  # to the transcript (its own press: focus moves first)
             await pilot.press("right", "home", *["right"] * _focus_index(app))
+            await pilot.press("f3")
             await pilot.pause()
             app.save_screenshot(filename=path.name, path=str(path.parent.resolve()))
     return path
