@@ -263,6 +263,11 @@ class LiveSampler:
         self._min_p = mx.array(params.min_p, dtype=mx.float32)
         self._penalties = make_penalties(params)
 
+    @property
+    def uses_context(self) -> bool:
+        """Whether `step` reads `context` (only the penalties do), so callers can skip building it."""
+        return self._penalties is not None
+
     def step(self, logits: mx.array, context: mx.array) -> tuple[mx.array, mx.array]:
         """Build (token int32 (1,), packed float32 row) for one position; evaluates nothing.
 

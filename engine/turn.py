@@ -16,12 +16,23 @@ from typing import Callable, cast
 
 import mlx.core as mx
 
-from engine.api import Candidate, ContextLimitError, FinishReason, GenerateRequest, TokenEvent, TurnFinished
+from engine.api import (
+    Candidate,
+    ContextLimitError,
+    FinishReason,
+    GenerateRequest,
+    SamplingParams,
+    TokenEvent,
+    TurnFinished,
+)
 from engine.prompt import message_ids, render_prompt
 from engine.sampling import LiveSampler, TokenStats
 from engine.session import Session
 from engine.textstream import ReplyText
 from engine.worker import TurnControl
+
+
+_NO_CONTEXT = mx.zeros((0,), dtype=mx.int32)  # immutable: what an unpenalised sampler gets
 
 
 @dataclass
@@ -39,30 +50,41 @@ class _Pending:
 
 
 class _Decoder:
-    """Feeds ids, samples with the live parameters, and keeps the sampler's context array."""
+    """Feeds ids and samples with the live parameters."""
 
-    def __init__(self, session: Session, control: TurnControl, prompt: list[int]) -> None:
+    def __init__(self, session: Session, control: TurnControl) -> None:
         """The sampler is made on the first step, once the logits tell the vocabulary size."""
         self.session = session
         self.control = control
         self.params = control.params
         self.sampler: LiveSampler | None = None
-        self.context = mx.array(prompt, dtype=mx.int32)  # every id fed so far, once the prompt is in
 
-    def step(self, fed: mx.array, extend_context: bool = True) -> _Pending:
+    def step(self, fed: mx.array) -> _Pending:
         """Feed `fed` and sample the next token from the resulting logits (lazily, then async)."""
         logits = self.session.forward(fed)
-        if extend_context:
-            self.context = mx.concatenate([self.context, fed])
         params = self.control.params
         if self.sampler is None:
             self.sampler = LiveSampler(logits.shape[-1], params, params.seed)
         elif params is not self.params:
             self.sampler.set_params(params)
         self.params = params
-        token, row = self.sampler.step(logits, self.context)
-        mx.async_eval(token, row, self.context)
+        token, row = self.sampler.step(logits, self._context(fed, params))
+        mx.async_eval(token, row)
         return _Pending(token, row, params.candidates)
+
+    def _context(self, fed: mx.array, params: SamplingParams) -> mx.array:
+        """The ids the penalties look back over: the recorded ids plus `fed`, the one being fed.
+
+        `session.tokens` holds every id fed before `fed` (an id is recorded once read back), so
+        this is the conversation's tail, cached history included. Built only when a penalty is
+        on: with none, the hot path skips it.
+        """
+        assert self.sampler is not None
+        if not self.sampler.uses_context:
+            return _NO_CONTEXT
+        window = params.repetition_context_size
+        recent = self.session.tokens[-window:] if window else []
+        return mx.concatenate([mx.array(recent, dtype=mx.int32), fed])
 
 
 def run_turn(
@@ -78,8 +100,8 @@ def run_turn(
     loop = _DecodeLoop(session, control, prefix, len(prompt), emit)
     with mx.stream(session.stream):
         session.prefill(suffix[:-1])
-        decoder = _Decoder(session, control, prompt)
-        pending = decoder.step(mx.array(suffix[-1:], dtype=mx.int32), extend_context=False)
+        decoder = _Decoder(session, control)
+        pending = decoder.step(mx.array(suffix[-1:], dtype=mx.int32))
         session.tokens.append(suffix[-1])
         reason = loop.run(decoder, pending)
     session.check()

@@ -54,9 +54,13 @@ def cold_greedy(path: Path, prompt_ids: Sequence[int], max_tokens: int) -> list[
     return out
 
 
+def cold_logits(path: Path, ids: Sequence[int]) -> np.ndarray:
+    """The logits after `ids`, from a single cache-free forward pass."""
+    model, _ = reference(path)
+    return np.array(model(mx.array(list(ids))[None])[0, -1, :].astype(mx.float32))
+
+
 def cold_logprobs(path: Path, ids: Sequence[int]) -> np.ndarray:
     """log softmax of the logits after `ids`, from a single cache-free forward pass."""
-    model, _ = reference(path)
-    logits = model(mx.array(list(ids))[None])[0, -1, :].astype(mx.float32)
-    logprobs = logits - mx.logsumexp(logits)
-    return np.array(logprobs)
+    logits = cold_logits(path, ids).astype(np.float64)
+    return logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))

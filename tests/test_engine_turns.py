@@ -10,7 +10,7 @@ from typing import AsyncIterator
 
 import numpy as np
 import pytest
-from engine_helpers import GREEDY, cold_logprobs, reply, run
+from engine_helpers import GREEDY, cold_logits, cold_logprobs, reply, run
 from tinymodels import with_extra_eos
 
 from engine.api import ContextLimitError, GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
@@ -75,6 +75,34 @@ async def test_token_statistics_match_an_independent_forward_pass(
         assert event.index == i and len(event.candidates) == 6
         assert event.piece == pieces.get(event.id, event.piece)
     assert finished.text.startswith("".join(e.text for e in events))
+
+
+def _penalised_logprobs(logits: np.ndarray, window: list[int], params: SamplingParams) -> np.ndarray:
+    """Independent reference of the penalties (CTRL repetition, presence, frequency) -> log softmax."""
+    x = logits.astype(np.float64).copy()
+    ids, counts = np.unique(np.array(window, dtype=np.int64), return_counts=True)
+    x[ids] = np.where(x[ids] < 0, x[ids] * params.repetition_penalty, x[ids] / params.repetition_penalty)
+    x[ids] -= params.presence_penalty + params.frequency_penalty * counts
+    return x - (x.max() + np.log(np.exp(x - x.max()).sum()))
+
+
+async def test_penalties_look_back_over_the_cached_history(chatml_model: Path, engine: Engine) -> None:
+    """The window covers the whole conversation, including ids that sit in the reused cache."""
+    await engine.load(str(chatml_model))
+    _, first = await run(engine, HELLO)
+    conversation = [*HELLO, reply(first), Message("user", "and the dog")]
+    params = SamplingParams(temperature=0.0, max_tokens=6, candidates=6, repetition_penalty=1.7,
+                            presence_penalty=0.4, frequency_penalty=0.3, repetition_context_size=40)
+    events, finished = await run(engine, conversation, params)
+    assert finished.reused_tokens > params.repetition_context_size // 2  # the window reaches into the cache
+    for i, event in enumerate(events):
+        ids = list(finished.prompt_ids + finished.token_ids[:i])
+        logprobs = _penalised_logprobs(cold_logits(chatml_model, ids), ids[-40:], params)
+        sampled = (np.arange(logprobs.size) == np.argmax(logprobs)).astype(float)
+        _check_stats(event, logprobs, sampled)
+    unpenalised = cold_logprobs(chatml_model, list(finished.prompt_ids))
+    assert not np.allclose(unpenalised, _penalised_logprobs(cold_logits(chatml_model, list(finished.prompt_ids)),
+                                                            list(finished.prompt_ids)[-40:], params), atol=1e-3)
 
 
 async def test_stops_on_any_stop_id_which_stays_cached(chatml_model: Path, tmp_path: Path, engine: Engine) -> None:
