@@ -85,7 +85,9 @@ class LogitscopeApp(App[None]):
             self.notify(line, title="Config", severity="warning", timeout=20)
         self.push_screen(self.chat_screen)
         self._watch_hangup()
-        self._start_load(self.model_spec)
+        # After the first paint: the engine thread's MLX import competes for the GIL, and the
+        # screen should be up (and typing possible) before the model is.
+        self.call_after_refresh(self._start_load, self.model_spec)
 
     # --- models
 

@@ -2,8 +2,9 @@
 
 An assistant reply has two faces: a token view (while streaming, while a token of it is
 selected, or in heatmap mode) and Markdown (once finished). The token view is split into chunks
-of a few hundred tokens, cut after a newline, so a new token re-renders only the last chunk and a
-cursor move only the chunks it leaves and enters: a 5,000-token reply stays cheap.
+of a few hundred tokens, cut after a newline; each chunk wraps and draws its lines incrementally
+(`TokenChunk`), so a flush costs O(new tokens) and a cursor move O(its lines), even in a
+5,000-token reply without a newline.
 """
 
 from __future__ import annotations
@@ -15,22 +16,14 @@ from textual.events import Click
 from textual.message import Message
 from textual.widgets import Markdown, Static
 
+from engine.api import TokenEvent
 from tui.model.conversation import Node
-from tui.widgets.render import HeatPalette, render_tokens
+from tui.widgets.render import HeatPalette
+from tui.widgets.token_chunk import TokenChunk
 
-CHUNK_SOFT = 200  # cut a chunk after a newline once it is this long
-CHUNK_HARD = 1500  # cut anyway (a reply without newlines)
+__all__ = ["AssistantView", "TokenChunk", "UserView"]
 
-
-class TokenChunk(Static):
-    """Tokens [start, end) of a reply, rendered as one Text."""
-
-    DEFAULT_CSS = "TokenChunk { height: auto; }"
-
-    def __init__(self, start: int) -> None:
-        super().__init__(markup=False)
-        self.start = start
-        self.end = start
+CHUNK_SOFT = 200  # cut a chunk after a newline once it is this long (never mid-paragraph)
 
 
 class UserView(Static):
@@ -81,6 +74,7 @@ class AssistantView(Vertical):
         self.streaming = False
         self._chunks: list[TokenChunk] = []
         self._markdown_text: str | None = None
+        self._header_text = ""
         self._ready = False  # children exist (views are mounted without awaiting)
 
     def compose(self) -> ComposeResult:
@@ -89,50 +83,54 @@ class AssistantView(Vertical):
         yield Markdown()
 
     def on_mount(self) -> None:
+        self._header = self.query_one("#header", Static)
+        self._tokens_box = self.query_one("#tokens", Vertical)
+        self._markdown = self.query_one(Markdown)
         self._ready = True
         self.rebuild()
 
     @property
-    def tokens(self) -> list:
+    def tokens(self) -> list[TokenEvent]:
         return self.node.version.tokens or []
 
     def rebuild(self) -> None:
         """Forget all chunks (the shown version changed) and render again."""
         if not self._ready:
             return
-        self.query_one("#tokens").remove_children()
+        self._tokens_box.remove_children()
         self._chunks = []
         self._markdown_text = None
         self.sync()
 
     def sync(self) -> None:
-        """Render tokens that arrived since the last call; choose the face; update the header."""
+        """Lay out tokens that arrived since the last call; choose the face; update the header."""
         if not self._ready:
             return
         tokens = self.tokens
-        done = self._chunks[-1].end if self._chunks else 0
-        dirty: set[TokenChunk] = set()
-        for index in range(done, len(tokens)):
-            chunk = self._chunk_for_new(index, tokens)
-            chunk.end = index + 1
-            dirty.add(chunk)
-        for chunk in dirty:
-            self._render_chunk(chunk)
+        index = self._chunks[-1].end if self._chunks else 0
+        while index < len(tokens):
+            chunk = self._chunk_for(index, tokens)
+            end = index + 1
+            while end < len(tokens) and not self._cut_before(chunk.start, end, tokens):
+                end += 1
+            chunk.grow(tokens, end)
+            index = end
         self._update_header()
         self._choose_face()
 
-    def _chunk_for_new(self, index: int, tokens: list) -> TokenChunk:
-        last = self._chunks[-1] if self._chunks else None
-        size = 0 if last is None else last.end - last.start
-        after_newline = index > 0 and "\n" in tokens[index - 1].text
-        if last is None or (size >= CHUNK_SOFT and after_newline) or size >= CHUNK_HARD:
-            last = TokenChunk(index)
-            self._chunks.append(last)
-            self.query_one("#tokens").mount(last)
-        return last
+    @staticmethod
+    def _cut_before(start: int, index: int, tokens: list[TokenEvent]) -> bool:
+        """Whether token `index` starts a new chunk: after a newline, once the chunk is long."""
+        return index - start >= CHUNK_SOFT and "\n" in tokens[index - 1].text
 
-    def _render_chunk(self, chunk: TokenChunk) -> None:
-        chunk.update(render_tokens(self.tokens[chunk.start:chunk.end], chunk.start, self.cursor, self.heat))
+    def _chunk_for(self, index: int, tokens: list[TokenEvent]) -> TokenChunk:
+        """The chunk token `index` goes into: the last one, or a new one mounted after it."""
+        last = self._chunks[-1] if self._chunks else None
+        if last is None or self._cut_before(last.start, index, tokens):
+            last = TokenChunk(index, self.cursor, self.heat)
+            self._chunks.append(last)
+            self._tokens_box.mount(last)
+        return last
 
     def _chunk_of(self, index: int | None) -> TokenChunk | None:
         if index is None:
@@ -140,13 +138,13 @@ class AssistantView(Vertical):
         return next((c for c in self._chunks if c.start <= index < c.end), None)
 
     def set_cursor(self, index: int | None) -> TokenChunk | None:
-        """Move the highlighted token; re-render only the chunks involved. Returns its chunk."""
+        """Move the highlighted token; re-render only the lines involved. Returns its chunk."""
         old, self.cursor = self._chunk_of(self.cursor), index
         if not self._ready:
             return None
         new = self._chunk_of(index)
-        for chunk in {old, new} - {None}:
-            self._render_chunk(chunk)  # type: ignore[arg-type]
+        for chunk in dict.fromkeys(c for c in (old, new) if c is not None):
+            chunk.set_cursor(index)
         self._choose_face()
         return new
 
@@ -155,7 +153,7 @@ class AssistantView(Vertical):
         if not self._ready:
             return
         for chunk in self._chunks:
-            self._render_chunk(chunk)
+            chunk.set_heat(heat)
         self._choose_face()
 
     def _choose_face(self) -> None:
@@ -164,12 +162,13 @@ class AssistantView(Vertical):
         show_tokens = self.streaming or self.cursor is not None or self.heat is not None \
             or version.finish_reason is None
         self.set_class(self.cursor is not None, "-inspect")
-        self.query_one("#tokens").display = show_tokens
-        markdown = self.query_one(Markdown)
-        markdown.display = not show_tokens
+        if self._tokens_box.display != show_tokens:
+            self._tokens_box.display = show_tokens
+        if self._markdown.display == show_tokens:
+            self._markdown.display = not show_tokens
         if not show_tokens and self._markdown_text != version.reply_text():
             self._markdown_text = version.reply_text()
-            markdown.update(self._markdown_text)
+            self._markdown.update(self._markdown_text)
 
     def _update_header(self) -> None:
         node, version = self.node, self.node.version
@@ -185,7 +184,10 @@ class AssistantView(Vertical):
             parts.append("streaming…")
         elif version.finish_reason != "stop":
             parts.append(version.finish_reason)
-        self.query_one("#header", Static).update(" · ".join(parts))
+        text = " · ".join(parts)
+        if text != self._header_text:  # one line, fixed height: no layout needed
+            self._header_text = text
+            self._header.update(text, layout=False)
 
     def on_click(self, event: Click) -> None:
         index = event.style.meta.get("token") if event.style else None

@@ -15,6 +15,9 @@ from textual.color import Color
 from engine.api import TokenEvent
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+# Control codes Textual drops from any text it shows (textual.content._STRIP_CONTROL_CODES).
+# Dropped here first, so token offsets match the text on screen.
+_CONTROL = {code: None for code in (7, 8, 11, 12, 13)}
 
 
 def visible(text: str) -> str:
@@ -58,7 +61,17 @@ def token_display(token: TokenEvent, selected: bool) -> str:
     its piece visibly so the cursor never sits on nothing."""
     if selected and token.text.strip() == "":
         return visible(token.piece or token.text) + ("\n" if "\n" in token.text else "")
-    return token.text
+    return token.text.translate(_CONTROL)
+
+
+def token_style(token: TokenEvent, index: int, selected: bool, heat: HeatPalette | None) -> Style:
+    """A token's style: its index as click metadata, its heat colour, the cursor's highlight."""
+    style = Style(meta={"token": index})
+    if heat is not None:
+        style += Style(bgcolor=heat.colour(prob(token.logprob)).rich_color)
+    if selected:
+        style += Style(reverse=True, bold=True, underline=True)
+    return style
 
 
 def render_tokens(tokens: list[TokenEvent], start: int, cursor: int | None,
@@ -68,12 +81,7 @@ def render_tokens(tokens: list[TokenEvent], start: int, cursor: int | None,
     for offset, token in enumerate(tokens):
         index = start + offset
         selected = index == cursor
-        style = Style(meta={"token": index})
-        if heat is not None:
-            style += Style(bgcolor=heat.colour(prob(token.logprob)).rich_color)
-        if selected:
-            style += Style(reverse=True, bold=True, underline=True)
-        text.append(token_display(token, selected), style)
+        text.append(token_display(token, selected), token_style(token, index, selected, heat))
     if text.plain.endswith("\n"):
         text.right_crop(1)  # the next chunk starts on a new line anyway
     return text

@@ -10,12 +10,14 @@ from __future__ import annotations
 import math
 
 from textual.containers import VerticalScroll
+from textual.geometry import Region
 from textual.message import Message
+from textual.widget import Widget
 
 from tui.bindings import bindings_for
 from tui.messages import CandidateChosen, TokenSelected
 from tui.model.conversation import Conversation, Node, Version
-from tui.widgets.message_views import AssistantView, UserView
+from tui.widgets.message_views import AssistantView, TokenChunk, UserView
 from tui.widgets.render import HeatPalette
 
 
@@ -112,11 +114,31 @@ class Transcript(VerticalScroll, can_focus=True):
             self.selected.set_cursor(None)
         self.selected = view
         chunk = view.set_cursor(index) if view is not None else None
-        if scroll and chunk is not None:
+        if scroll and chunk is not None and index is not None:
             self.release_anchor()
-            self.scroll_to_widget(chunk, animate=False)
+            self._scroll_to_lines(chunk, chunk.lines_of(index))
         node = view.node if view is not None else None
         self.post_message(TokenSelected(node, index if view is not None else None))
+
+    def _scroll_to_lines(self, chunk: TokenChunk, lines: range) -> None:
+        """Bring the cursor's lines into view: a chunk may be taller than the screen.
+
+        The lines' region is carried up to this container's virtual space the way
+        `Widget.scroll_to_widget` carries a widget's (the views in between do not scroll).
+        """
+        if not lines:
+            self.scroll_to_widget(chunk, animate=False)
+            return
+        box = chunk.virtual_region
+        region = Region(box.x, box.y + lines.start, box.width, len(lines))
+        widget: Widget = chunk
+        while isinstance(widget.parent, Widget) and widget.parent is not self:
+            container = widget.parent
+            region = (region.translate(container.styles.margin.top_left)
+                      .translate(container.styles.border.spacing.top_left)
+                      .translate(container.virtual_region_with_margin.offset))
+            widget = container
+        self.scroll_to_region(region, animate=False)
 
     def select_token(self, node: Node, index: int | None) -> None:
         view = self.view_of(node)
