@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import Markdown, Static
 
 from engine.api import TokenEvent
-from tui.model.conversation import Node
+from tui.model.conversation import Node, Version
 from tui.widgets.render import HeatPalette
 from tui.widgets.token_chunk import TokenChunk
 
@@ -75,6 +75,7 @@ class AssistantView(Vertical):
         self._chunks: list[TokenChunk] = []
         self._markdown_text: str | None = None
         self._header_text = ""
+        self._shown: Version | None = None  # the version the chunks were built from
         self._ready = False  # children exist (views are mounted without awaiting)
 
     def compose(self) -> ComposeResult:
@@ -94,12 +95,18 @@ class AssistantView(Vertical):
         return self.node.version.tokens or []
 
     def rebuild(self) -> None:
-        """Forget all chunks (the shown version changed) and render again."""
+        """Start over when the node shows another version; else only catch up with new tokens.
+
+        The transcript calls this for every kept view when a turn starts: a reply that did not
+        change must not be laid out (or its Markdown parsed) again.
+        """
         if not self._ready:
             return
-        self._tokens_box.remove_children()
-        self._chunks = []
-        self._markdown_text = None
+        if self.node.version is not self._shown:
+            self._shown = self.node.version
+            self._tokens_box.remove_children()
+            self._chunks = []
+            self._markdown_text = None
         self.sync()
 
     def sync(self) -> None:

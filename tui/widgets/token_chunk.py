@@ -117,8 +117,9 @@ class TokenChunk(Widget):
         width = self.size.width
         if width <= 0 or self._full_render():
             return super().render_line(y)
-        if self._layout.set_width(width):
+        if self._layout.set_width(width):  # a width the layout was not asked about: its height may differ
             self._strips.clear()
+            self.refresh(layout=True)
         base = self.visual_style
         if base != self._base:
             self._base = base

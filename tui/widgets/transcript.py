@@ -116,16 +116,20 @@ class Transcript(VerticalScroll, can_focus=True):
         chunk = view.set_cursor(index) if view is not None else None
         if scroll and chunk is not None and index is not None:
             self.release_anchor()
-            self._scroll_to_lines(chunk, chunk.lines_of(index))
+            if chunk.lines_of(index):
+                self._scroll_to_cursor(chunk, index)
+            else:  # the token view was hidden (Markdown face): scroll once it is laid out
+                self.call_after_refresh(self._scroll_to_cursor, chunk, index)
         node = view.node if view is not None else None
         self.post_message(TokenSelected(node, index if view is not None else None))
 
-    def _scroll_to_lines(self, chunk: TokenChunk, lines: range) -> None:
-        """Bring the cursor's lines into view: a chunk may be taller than the screen.
+    def _scroll_to_cursor(self, chunk: TokenChunk, index: int) -> None:
+        """Bring the lines of token `index` into view: a chunk may be taller than the screen.
 
         The lines' region is carried up to this container's virtual space the way
         `Widget.scroll_to_widget` carries a widget's (the views in between do not scroll).
         """
+        lines = chunk.lines_of(index)
         if not lines:
             self.scroll_to_widget(chunk, animate=False)
             return
