@@ -29,6 +29,7 @@ from textual import events
 from engine.config import load_config
 from engine.fake import ScriptedEngine
 from tui.app import LogitscopeApp
+from tui.cli import tune_gc_for_streaming
 
 SIZE = (120, 36)
 
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--since", type=float, default=0.0)
     parser.add_argument("--real", action="store_true")
     args = parser.parse_args(argv)
+    tune_gc_for_streaming()  # as `logitscope` itself does
     if args.mode == "stream":
         result = asyncio.run(stream(args.tokens, args.presses))
     else:

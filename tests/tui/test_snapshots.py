@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 
 from engine import hub
+from tui.widgets.chat_input import ChatInput
 from tui_helpers import SIZE, send, wait_idle
 
 
 async def _chat(pilot: Any) -> None:
+    # A blinking caret would make the picture depend on when it is taken.
+    pilot.app.screen.query_one(ChatInput).cursor_blink = False
     await send(pilot.app, pilot, "hi")
 
 
