@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from engine.api import SamplingParams
 from engine.fake import ScriptedEngine, ScriptedToken
-from tui_helpers import SIZE, screen_text, send, wait_idle
+from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
 from tui import messages as msg
 from tui.app import LogitscopeApp
 from tui.bindings import PARAM_KEYS, binding_ids
@@ -323,12 +323,7 @@ async def test_theme_cycle_and_command(make_app: Any) -> None:
         assert app.theme == "logitscope-dark"
         await pilot.press("ctrl+t")
         assert app.theme != "logitscope-dark" and app.theme.startswith("logitscope")
-        await pilot.press("ctrl+p")
-        await pilot.pause()
-        await pilot.press(*"Theme: logitscope-light")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
-        await pilot.pause()
+        await palette_run(pilot, "Theme: logitscope-light")
         assert app.theme == "logitscope-light"
 
 
@@ -336,12 +331,7 @@ async def test_palette_runs_a_screen_action(make_app: Any) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
-        await pilot.press("ctrl+p")
-        await pilot.pause()
-        await pilot.press(*"Heatmap")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
-        await pilot.pause()
+        await palette_run(pilot, "Heatmap")
         assert app.chat_screen.heatmap
 
 
@@ -395,7 +385,7 @@ async def test_keymap_rebinds_by_id(make_app: Any) -> None:
 async def test_model_load_error_is_a_notification(make_app: Any) -> None:
     app = make_app(ScriptedEngine(load_error="model 'nope' not found"))
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: "no model loaded" in screen_text(app))
         notes = [n.message for n in app._notifications]
         assert "model 'nope' not found" in notes
         assert "no model loaded" in screen_text(app)
@@ -405,10 +395,9 @@ async def test_model_load_error_is_a_notification(make_app: Any) -> None:
 
 
 async def test_usable_while_loading(make_app: Any) -> None:
-    app = make_app(ScriptedEngine(load_delay=0.4))
+    app = make_app(ScriptedEngine(load_delay=1.0))
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.15)
-        assert "loading demo" in screen_text(app)
+        await wait_until(pilot, lambda: "loading demo" in screen_text(app))
         await pilot.press(*"typing", "ctrl+t")
         assert app.screen.query_one(ChatInput).text == "typing"
         await wait_idle(app, pilot)

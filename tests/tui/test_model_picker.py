@@ -20,7 +20,7 @@ from tui.app import LogitscopeApp
 from tui.screens.model_picker import ModelPicker
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.status_bar import StatusBar, compute_label
-from tui_helpers import SIZE, screen_text, send, wait_idle
+from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle
 
 CACHED = hub.ModelEntry("org/cached-model", "org/cached-model", "cache", "/hf/org--cached-model", 1_500_000_000)
 
@@ -64,11 +64,7 @@ async def test_picker_lists_demo_recent_and_cache_from_a_thread(make_app: Any, s
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
-        await pilot.press("ctrl+p")
-        await pilot.pause()
-        await pilot.press(*"Switch model")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette_run(pilot, "Switch model")
         await _wait_for(lambda: isinstance(app.screen, ModelPicker) and app.screen.entries is not None)
         await pilot.pause()
         picker = app.screen
@@ -156,8 +152,7 @@ async def test_no_switch_while_a_reply_streams(make_app: Any, scan_threads: list
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
         await pilot.press(*"hi", "enter")
-        await pilot.pause(0.1)
-        assert app.controller.busy
+        await _wait_for(lambda: app.controller.busy)
         await pilot.press("ctrl+o")
         await pilot.pause()
         assert not isinstance(app.screen, ModelPicker)

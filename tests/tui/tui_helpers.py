@@ -26,9 +26,38 @@ async def wait_idle(app: Any, pilot: Any, timeout: float = 10.0) -> None:
     await pilot.pause()
 
 
+async def wait_until(pilot: Any, check: Any, timeout: float = 10.0) -> None:
+    """Until `check()` is true (a condition, not a fixed sleep: the suite may run on a busy CPU)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not check() and loop.time() < end:
+        await pilot.pause(0.02)
+    assert check(), "timed out waiting for the app"
+
+
 async def send(app: Any, pilot: Any, text: str) -> None:
     """Type `text` into the chat input, press Enter and wait for the whole reply."""
     await wait_idle(app, pilot)
     app.screen.query_one("ChatInput").focus()
     await pilot.press(*text, "enter")
     await wait_idle(app, pilot)
+
+
+async def palette_run(pilot: Any, query: str) -> None:
+    """Open the command palette, type `query`, wait until a matching command is listed, run it."""
+    from textual.command import CommandList, CommandPalette
+
+    await pilot.press("ctrl+p")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette))
+    await pilot.press(*query)
+
+    def listed() -> bool:
+        commands = pilot.app.screen.query(CommandList)
+        if not commands:
+            return False
+        options = commands.first()
+        return options.option_count > 0 and query.lower() in str(options.get_option_at_index(0).prompt).lower()
+
+    await wait_until(pilot, listed)
+    await pilot.press("enter")
+    await pilot.pause()
