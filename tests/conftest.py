@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import AsyncIterator
 
 import pytest
 
 from tinymodels import build_model
+
+from engine.client import Engine
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +39,11 @@ def plain_model(tiny_root: Path) -> Path:
 def window_model(tiny_root: Path) -> Path:
     """A tiny Llama whose first layer has a 12-token sliding window (RotatingKVCache)."""
     return build_model(tiny_root / "window", "chatml", seed=3, sliding_window=12)
+
+
+@pytest.fixture
+async def engine() -> AsyncIterator[Engine]:
+    """A real engine, closed (thread joined) after the test."""
+    eng = Engine()
+    yield eng
+    await eng.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 from engine_helpers import GREEDY, cold_greedy, reply, run
@@ -17,13 +16,6 @@ from engine_helpers import GREEDY, cold_greedy, reply, run
 from engine.api import Message, TurnFinished
 from engine.client import Engine
 from engine.prompt import common_prefix_len
-
-
-@pytest.fixture
-async def engine() -> AsyncIterator[Engine]:
-    eng = Engine()
-    yield eng
-    await eng.close()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import AsyncIterator
 
 import numpy as np
 import pytest
@@ -17,13 +16,6 @@ from engine.api import ContextLimitError, GenerateRequest, Message, SamplingPara
 from engine.client import Engine
 
 HELLO = [Message("user", "hello the cat")]
-
-
-@pytest.fixture
-async def engine() -> AsyncIterator[Engine]:
-    eng = Engine()
-    yield eng
-    await eng.close()
 
 
 @pytest.fixture
