@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from textual.widgets import Input
+
 from engine import hub
 from tui.widgets.chat_input import ChatInput
 from tui_helpers import SIZE, send, wait_idle
@@ -67,10 +69,13 @@ def test_model_picker(snap_compare: Any, make_app: Any, monkeypatch: pytest.Monk
     async def pick(pilot: Any) -> None:
         await wait_idle(pilot.app, pilot)
         await pilot.press("ctrl+o")
-        for _ in range(200):
+        for _ in range(500):
             if getattr(pilot.app.screen, "entries", None) is not None:
                 break
             await asyncio.sleep(0.01)
+        for field in pilot.app.screen.query(Input):
+            field.cursor_blink = False  # a blinking caret would make the picture depend on timing
+        await pilot.pause()
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=pick)
