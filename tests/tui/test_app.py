@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from engine.api import SamplingParams
 from engine.fake import ScriptedEngine, ScriptedToken
-from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
+from tui_helpers import SIZE, palette_run, screen_text, send, start_reply, wait_idle, wait_until
 from tui import messages as msg
 from tui.app import LogitscopeApp
 from tui.bindings import PARAM_KEYS, binding_ids
@@ -155,9 +155,7 @@ async def test_stop_cancels_at_once(make_app: Any) -> None:
     engine = ScriptedEngine(token_delay=0.2)
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_idle(app, pilot)
-        await pilot.press(*"hi", "enter")
-        await asyncio.sleep(0.2)
+        await start_reply(app, pilot)
         assert app.controller.busy
         await pilot.press("escape")
         await wait_idle(app, pilot)
@@ -260,9 +258,7 @@ async def test_param_change_mid_stream_applies_from_next_token(make_app: Any) ->
     engine = ScriptedEngine(token_delay=0.1)
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_idle(app, pilot)
-        await pilot.press(*"hi", "enter")
-        await asyncio.sleep(0.15)
+        await start_reply(app, pilot)
         app.screen.query_one(Transcript).focus()
         await pilot.press("T")
         await wait_idle(app, pilot)
@@ -408,9 +404,7 @@ async def test_quit_mid_stream_closes_engine_and_keeps_conversation(make_app: An
     engine = ScriptedEngine(token_delay=0.2)
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_idle(app, pilot)
-        await pilot.press(*"hi", "enter")
-        await asyncio.sleep(0.15)
+        await start_reply(app, pilot)
         assert app.controller.busy
         await pilot.press("ctrl+q")
         await pilot.pause()

@@ -4,7 +4,6 @@ working app with "no model loaded", and the status bar says which dtype and BLAS
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from tui.app import LogitscopeApp
 from tui.screens.model_picker import ModelPicker
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.status_bar import StatusBar, compute_label
-from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle
+from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
 
 CACHED = hub.ModelEntry("org/cached-model", "org/cached-model", "cache", "/hf/org--cached-model", 1_500_000_000)
 
@@ -38,17 +37,9 @@ def scan_threads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return threads
 
 
-async def _wait_for(condition: Any, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not condition() and loop.time() < end:
-        await asyncio.sleep(0.01)
-    assert condition()
-
-
 async def _open_picker(app: LogitscopeApp, pilot: Any) -> ModelPicker:
     await pilot.press("ctrl+o")
-    await _wait_for(lambda: isinstance(app.screen, ModelPicker) and app.screen.entries is not None)
+    await wait_until(pilot, lambda: isinstance(app.screen, ModelPicker) and app.screen.entries is not None)
     await pilot.pause()
     assert isinstance(app.screen, ModelPicker)
     return app.screen
@@ -65,7 +56,7 @@ async def test_picker_lists_demo_recent_and_cache_from_a_thread(make_app: Any, s
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
         await palette_run(pilot, "Switch model")
-        await _wait_for(lambda: isinstance(app.screen, ModelPicker) and app.screen.entries is not None)
+        await wait_until(pilot, lambda: isinstance(app.screen, ModelPicker) and app.screen.entries is not None)
         await pilot.pause()
         picker = app.screen
         assert isinstance(picker, ModelPicker)
@@ -85,16 +76,16 @@ async def test_picker_lists_demo_recent_and_cache_from_a_thread(make_app: Any, s
 
 
 async def test_picking_loads_in_a_new_chat_and_records_recent(make_app: Any, scan_threads: list[int]) -> None:
-    engine = ScriptedEngine(load_delay=0.8)
+    engine = ScriptedEngine(load_delay=2.0)  # long enough to act during the load on a busy CPU
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
-        await _wait_for(lambda: hub.recent_models() == ["demo"])  # the startup load is recorded too
+        await wait_until(pilot, lambda: hub.recent_models() == ["demo"])  # the startup load is recorded too
         picker = await _open_picker(app, pilot)
         await pilot.press("down")  # demo -> the cached model
         assert picker.query_one(OptionList).highlighted == 1
         await pilot.press("enter")
-        await _wait_for(lambda: app.controller.loading)
+        await wait_until(pilot, lambda: app.controller.loading)
         await pilot.pause()
         assert app.controller.conversation.root is None  # a new chat
         assert "org/cached-model" in screen_text(app) and "loading" in screen_text(app)
@@ -108,7 +99,7 @@ async def test_picking_loads_in_a_new_chat_and_records_recent(make_app: Any, sca
         assert any("A model is loading" in n.message for n in app._notifications)
         await wait_idle(app, pilot)
         assert engine.model is not None and engine.model.name == "org/cached-model"
-        await _wait_for(lambda: hub.recent_models() == ["org/cached-model", "demo"])
+        await wait_until(pilot, lambda: hub.recent_models() == ["org/cached-model", "demo"])
         text = screen_text(app)
         assert "org/cached-model  float32 · scripted  ready" in text
         await send(app, pilot, "hello again")
@@ -125,7 +116,7 @@ async def test_typed_spec_that_fails_leaves_a_working_app(make_app: Any, scan_th
         picker.query_one(Input).value = "nope/missing"
         await pilot.pause()
         await pilot.press("enter")
-        await _wait_for(lambda: not app._load_pending())
+        await wait_until(pilot, lambda: not app._load_pending())
         await pilot.pause()
         assert engine.model is None
         notes = [n.message for n in app._notifications]
@@ -152,7 +143,7 @@ async def test_no_switch_while_a_reply_streams(make_app: Any, scan_threads: list
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
         await pilot.press(*"hi", "enter")
-        await _wait_for(lambda: app.controller.busy)
+        await wait_until(pilot, lambda: app.controller.busy)
         await pilot.press("ctrl+o")
         await pilot.pause()
         assert not isinstance(app.screen, ModelPicker)

@@ -35,6 +35,18 @@ async def wait_until(pilot: Any, check: Any, timeout: float = 10.0) -> None:
     assert check(), "timed out waiting for the app"
 
 
+async def start_reply(app: Any, pilot: Any, text: str = "hi") -> None:
+    """Send `text` and return once the reply is streaming (its first token is in)."""
+    await wait_idle(app, pilot)
+    await pilot.press(*text, "enter")
+
+    def streaming() -> bool:
+        node = app.controller.conversation.path()
+        return app.controller.busy and bool(node) and bool(node[-1].version.tokens)
+
+    await wait_until(pilot, streaming)
+
+
 async def send(app: Any, pilot: Any, text: str) -> None:
     """Type `text` into the chat input, press Enter and wait for the whole reply."""
     await wait_idle(app, pilot)
