@@ -113,7 +113,8 @@ def _real_engine(config: Config) -> EngineAPI:
     from engine.client import Engine
 
     model = config.model
-    return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype)
+    return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
+                  fast_attention=model.fast_attention)
 
 
 # ---------------------------------------------------------------------------------------------

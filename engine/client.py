@@ -27,10 +27,12 @@ from engine.worker import EngineOptions, EngineWorker, GenerateCommand, LoadComm
 class Engine:
     """Local MLX inference with a KV cache reused across turns (see `engine.api.EngineAPI`)."""
 
-    def __init__(self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto") -> None:
+    def __init__(
+        self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto", fast_attention: bool = True
+    ) -> None:
         """`max_context` caps the context below the model's own limit (0 = the model's limit);
-        `fast_blas` and `compute_dtype` are described in `engine.worker.EngineOptions`."""
-        self._options = EngineOptions(max_context, fast_blas, compute_dtype)
+        `fast_blas`, `compute_dtype` and `fast_attention` are described in `engine.worker.EngineOptions`."""
+        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_attention)
         self._worker: EngineWorker | None = None  # started on first use
         self._model: ModelInfo | None = None
         self._turns: list[TurnControl] = []  # turns submitted and not yet finished

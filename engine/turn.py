@@ -2,8 +2,9 @@
 
 The loop mirrors mlx-lm's `generate_step`: the step for token t+1 is built and handed to
 `mx.async_eval` *before* token t is read, so the device computes while Python builds the event.
-That means every token read has already been fed to the model (stop tokens included), which
-`Session.tokens` records, keeping the id list equal to the cache offset.
+That means every token read has already been fed to the model, which `Session.tokens` records,
+keeping the id list equal to the cache offset. The one exception is the first token, read before
+its step is built (see `_DecodeLoop.run`): a first token that is a stop token is never fed.
 
 Per token there is exactly one device-to-host transfer: the sampler's packed row (`.tolist()`).
 """
@@ -143,18 +144,30 @@ class _DecodeLoop:
         self.prefill_started = time.perf_counter()  # created right before the prefill
 
     def run(self, decoder: _Decoder, pending: _Pending) -> FinishReason:
-        """Read tokens until a stop token, max_tokens, the context limit, or a cancel."""
+        """Read tokens until a stop token, max_tokens, the context limit, or a cancel.
+
+        From the second token on, the step that feeds a token is dispatched before the token is
+        read (pipelining). The first token is read and shown *before* its step is built: on a
+        CPU, `mx.async_eval` runs most of a step before it returns, so dispatching first would
+        add a whole decode step to the time to first token.
+        """
+        upcoming: _Pending | None = None
         while True:
             if self.control.cancelled.is_set():
                 return "cancelled"
-            upcoming = decoder.step(pending.token)  # feeds the pending token: pipelining
+            if self.reads:
+                upcoming = decoder.step(pending.token)  # feeds the pending token: pipelining
             row = pending.read()
             token = int(row[0])
-            self.session.tokens.append(token)
             self._tick()
             if token in self.eos:
+                if upcoming is not None:  # it was fed: the cache holds it
+                    self.session.tokens.append(token)
                 return "stop"
             self.emit(self._event(token, LiveSampler.unpack(row, pending.candidates)))
+            if upcoming is None:  # the first token, fed now that it is on its way to the screen
+                upcoming = decoder.step(pending.token)
+            self.session.tokens.append(token)
             self.reply.append(token)
             self.new += 1
             if self.new >= self.control.params.max_tokens or self._context_full():

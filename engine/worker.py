@@ -82,6 +82,7 @@ class EngineOptions:
     max_context: int = 0  # cap below the model's own context; 0 = the model's limit
     fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.blas)
     compute_dtype: str = "auto"  # see engine.dtype.choose_compute_dtype
+    fast_attention: bool = True  # CPU prefill attention of engine.attention
 
 
 class EngineWorker:
@@ -160,7 +161,7 @@ class EngineWorker:
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
-            _tune_for_cpu(loaded.model, self._blas_active)
+            _tune_for_cpu(loaded.model, self._blas_active, self._options.fast_attention)
             limit = _context_limit(loaded.model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
@@ -189,19 +190,23 @@ class EngineWorker:
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
 
 
-def _tune_for_cpu(model: Any, blas_active: bool) -> None:
-    """The measured CPU wins for quantized models (BENCHMARKS.md); each keeps results exact.
+def _tune_for_cpu(model: Any, blas_active: bool, fast_attention: bool) -> None:
+    """The measured CPU wins (BENCHMARKS.md); each keeps results exact or within float32 rounding.
 
     With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain without
-    one); big quantized layers split their decode mat-vecs over two CPU streams (both cores).
-    Both are no-ops for unquantized models, and the split is a no-op on a GPU.
+    one); big quantized layers split their decode mat-vecs over two CPU streams (both cores);
+    multi-token attention uses `engine.attention` on this thread. The first two are no-ops for
+    unquantized models, and all three are no-ops on a GPU.
     """
+    from engine.attention import install_prefill_attention
     from engine.dtype import enable_dequantized_prefill
     from engine.parallel import enable_two_stream_decode
 
     if blas_active:
         enable_dequantized_prefill(model)
     enable_two_stream_decode(model)
+    if fast_attention:
+        install_prefill_attention()  # stays for the thread's life: later models route through it too
 
 
 def _release_streams() -> None:

@@ -111,6 +111,19 @@ async def test_stops_on_any_stop_id_which_stays_cached(chatml_model: Path, tmp_p
     assert next_turn.reused_tokens == stopped.prompt_tokens + cut
 
 
+async def test_a_first_token_that_stops_is_not_fed(chatml_model: Path, tmp_path: Path, engine: Engine) -> None:
+    """The first token is read before its step is built (time to first token), so a stop there
+    leaves the cache exactly at the prompt, and the next turn still reuses all of it."""
+    await engine.load(str(chatml_model))
+    _, free = await run(engine, HELLO)
+    await engine.load(str(with_extra_eos(chatml_model, tmp_path / "stops", free.token_ids[0])))
+    events, stopped = await run(engine, HELLO)
+    assert (stopped.finish_reason, events, stopped.token_ids) == ("stop", [], ())
+    assert stopped.context_used == stopped.prompt_tokens
+    _, next_turn = await run(engine, [*HELLO, Message("assistant", "", ()), Message("user", "so")])
+    assert next_turn.reused_tokens >= stopped.prompt_tokens
+
+
 async def test_cancel_stops_within_one_token_and_keeps_the_cache(
     chatml_model: Path, engine: Engine, slow_model: None
 ) -> None:
