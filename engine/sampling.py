@@ -14,8 +14,9 @@ Chain: penalties -> temperature -> top-k -> top-p -> min-p -> draw. How each fil
   ``top_p``; that crossing token is kept, and so are tokens exactly tied with it.
 - **min-p** keeps tokens with ``p >= min_p * p_max``, relative to the most likely token. The most
   likely token survives every filter, so this equals min-p on the renormalised output of top-p.
-- the draw is an inverse-CDF draw from one uniform number of an explicit PRNG key: cheap, and the
-  same seed with the same parameters reproduces the same tokens.
+- the draw is an inverse-CDF draw from one uniform number, made on the host by a generator seeded
+  per turn and passed in as an array: cheap (MLX's key split and uniform cost ~70 us per token on
+  a CPU), and the same seed with the same parameters reproduces the same tokens.
 
 Why it is fast (this runs once per token): a full-vocabulary sort costs 12-20 ms on a CPU at a
 152k vocabulary. Instead the top ``M`` tokens are selected with ``argpartition`` and only they are
@@ -32,6 +33,7 @@ never recompiles. On a CPU only the shared `exp` kernel is compiled (see `_compi
 from __future__ import annotations
 
 import os
+import random
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -183,7 +185,7 @@ def _draw_full(
 
 
 def build_graph(
-    x: mx.array, key: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
+    x: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
     min_p: mx.array, plan: Plan,
 ) -> tuple[mx.array, mx.array]:
     """The core graph for float32 (vocab,) logits after penalties -> (token (1,), packed row)."""
@@ -196,7 +198,6 @@ def build_graph(
     entropy = log_z - mx.sum(mx.where(e > 0, e * xm, 0.0)) / z
     ids = _shortlist(raw, plan.shortlist) if plan.shortlist else None
     cand = ids[: plan.candidates] if ids is not None else mx.zeros((0,), dtype=mx.int32)
-    u = mx.random.uniform(key=key)
     if plan.greedy:
         token = mx.argmax(x).astype(mx.int32)
         chosen_sp = mx.array(1.0, dtype=mx.float32)
@@ -215,11 +216,11 @@ def build_graph(
 
 
 def _core(
-    x: mx.array, key: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
+    x: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
     min_p: mx.array, *, plan: Plan,
 ) -> tuple[mx.array, mx.array]:
     """Indirection so `build_graph` is looked up at trace time (tests count traces through it)."""
-    return build_graph(x, key, inv_temp, top_k, top_p, min_p, plan)
+    return build_graph(x, u, inv_temp, top_k, top_p, min_p, plan)
 
 
 _compiled_core = mx.compile(_core)
@@ -249,7 +250,7 @@ class LiveSampler:
         use_compile = _compile_by_default() if compiled is None else compiled
         self._core = _compiled_core if use_compile else _core
         self.seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
-        self._key = mx.random.key(self.seed)
+        self._uniform = random.Random(self.seed)
         self.set_params(params)
 
     def set_params(self, params: SamplingParams) -> None:
@@ -278,10 +279,9 @@ class LiveSampler:
         x = logits.astype(mx.float32).reshape(-1)
         if self._penalties is not None:
             x = self._penalties(x, context)
-        keys = mx.random.split(self._key)
-        self._key = keys[0]
+        u = mx.array(self._uniform.getrandbits(24) / (1 << 24), dtype=mx.float32)  # exact in float32, < 1
         return self._core(
-            x, keys[1], self._inv_temp, self._top_k, self._top_p, self._min_p, plan=self.plan
+            x, u, self._inv_temp, self._top_k, self._top_p, self._min_p, plan=self.plan
         )
 
     @staticmethod

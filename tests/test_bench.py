@@ -122,3 +122,31 @@ def test_bench_models_have_realistic_sizes_and_a_tokenizer_for_every_id(tmp_path
     assert len(tokenizer) == 4096 and tokenizer.eos_token == "<|im_end|>"
     assert tokenizer.convert_tokens_to_ids("<|im_end|>") == 4095
     assert tokenizer.decode(tokenizer.encode("hello world")) == "hello world"
+
+
+def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness only: workers are faked; every configuration runs per round and is compared."""
+    from engine.bench import process_section as ps
+
+    seen: list[dict] = []
+
+    def fake_worker(config: dict, timeout_s: float = 600.0) -> dict:
+        seen.append(config)
+        speed = (10.0 if config["blas"] else 1.0) * (2.0 if config["dtype"] == "float32" else 1.0)
+        return {"prefill_tps": 30 * speed, "decode_tps": speed, "blas": "OpenBLAS (fake)"}
+
+    monkeypatch.setattr(ps, "run_worker", fake_worker)
+    section = Section("blas-dtype", "BLAS")
+    ps.process_section(section, "2m", 8, 4, 2, 1.0)
+    assert len(seen) == 2 * 4 and {c["shape"] for c in seen} == {"2m"}  # no quantized fast path
+    ps.process_section(section, "2m-4bit", 8, 4, 2, 1.0)
+    assert len(seen) == 2 * 4 + 2 * 5 and sum(bool(c.get("two_stream")) for c in seen) == 2
+    ratios = {r.label: r.stat.median for r in section.ratios}
+    assert ratios["prefill: OpenBLAS+float32 / reference BLAS, bfloat16 (2m)"] == pytest.approx(20.0)
+    assert ratios["decode: OpenBLAS+float32 / reference BLAS, float32 (2m)"] == pytest.approx(10.0)
+    assert "decode: + dequantized prefill + two streams / OpenBLAS+float32 (2m-4bit)" in ratios
+    targets = {r.label: r.target for r in section.ratios if r.target}
+    assert targets == {"prefill: OpenBLAS+float32 / reference BLAS, bfloat16 (2m)": ">= 10",
+                       "decode: OpenBLAS+float32 / reference BLAS, bfloat16 (2m)": ">= 2",
+                       "decode: all fast paths / reference BLAS, bfloat16 (2m-4bit)": ">= 5"}
+    assert not any("two streams" in label and "(2m)" in label for label in ratios)

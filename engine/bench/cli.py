@@ -31,7 +31,7 @@ class Plan:
     reply_tokens: int
     sampler_vocabs: tuple[int, ...]
     sampler_iterations: int
-    process_shape: str
+    process_shapes: tuple[str, ...]  # a 4-bit and an unquantized model
     process_prompt: int
     process_decode: int
     process_budget_s: float
@@ -50,7 +50,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         reply_tokens=24 if quick else 100,
         sampler_vocabs=(32000, 151936),
         sampler_iterations=10 if quick else 40,
-        process_shape="2m-4bit" if quick else "30m-4bit",
+        process_shapes=("2m-4bit", "2m") if quick else ("30m-4bit", "30m"),
         process_prompt=32 if quick else 128,
         process_decode=16 if quick else 48,
         process_budget_s=5.0 if quick else 10.0,

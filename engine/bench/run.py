@@ -60,8 +60,9 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         sampler_section(sections["sampler"], plan.sampler_vocabs, plan.sampler_iterations, plan.rounds)
     if "blas-dtype" in sections:
         progress("bench: BLAS and dtype (subprocesses)")
-        process_section(sections["blas-dtype"], plan.process_shape, plan.process_prompt, plan.process_decode,
-                        plan.rounds, plan.process_budget_s)
+        for shape in plan.process_shapes:
+            process_section(sections["blas-dtype"], shape, plan.process_prompt, plan.process_decode,
+                            plan.rounds, plan.process_budget_s)
     if "tui" in sections:
         progress("bench: TUI (subprocesses)")
         tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000)
