@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from typing import Any, Callable
 
 import mlx.core as mx
@@ -107,13 +108,14 @@ class PrefillAttention:
     def __init__(self, original: Callable[..., mx.array]) -> None:
         """`original`: the function it replaces, used for every call it does not handle."""
         self.original = original
-        self.threads: set[int] = set()  # thread idents that take the fast path
+        # Threads (not idents: the OS reuses those) that take the fast path; a finished thread drops out.
+        self.threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
     def __call__(
         self, queries: mx.array, keys: mx.array, values: mx.array, cache: Any, scale: float,
         mask: Any, sinks: Any = None,
     ) -> mx.array:
-        if threading.get_ident() in self.threads and _handles(queries, cache, mask, sinks):
+        if threading.current_thread() in self.threads and _handles(queries, cache, mask, sinks):
             return prefill_attention(queries, keys, values, scale, mask)
         return self.original(queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks)
 
@@ -128,7 +130,7 @@ def install_prefill_attention() -> Callable[[], None]:
         return lambda: None
     from mlx_lm.models import base
 
-    ident = threading.get_ident()
+    thread = threading.current_thread()
     wrappers: list[PrefillAttention] = []
     for name, module in list(sys.modules.items()):
         if not name.startswith("mlx_lm.models.") or module is None or module is base:
@@ -138,11 +140,11 @@ def install_prefill_attention() -> Callable[[], None]:
             current = PrefillAttention(current)
             setattr(module, "scaled_dot_product_attention", current)
         if isinstance(current, PrefillAttention):
-            current.threads.add(ident)
+            current.threads.add(thread)
             wrappers.append(current)
 
     def uninstall() -> None:
         for wrapper in wrappers:
-            wrapper.threads.discard(ident)
+            wrapper.threads.discard(thread)
 
     return uninstall

@@ -206,7 +206,7 @@ def _tune_for_cpu(model: Any, blas_active: bool, fast_attention: bool) -> None:
         enable_dequantized_prefill(model)
     enable_two_stream_decode(model)
     if fast_attention:
-        install_prefill_attention()  # stays for the thread's life: later models route through it too
+        install_prefill_attention()  # for this thread while it lives (later models too)
 
 
 def _release_streams() -> None:

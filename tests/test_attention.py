@@ -88,7 +88,7 @@ def test_only_registered_threads_and_multi_token_calls_take_the_fast_path(monkey
     q, k, v = _qkv(2, 2, 5, 5)
     one = q[:, :, :1]
     wrapper(q, k, v, None, 0.5, "causal")  # not registered yet
-    wrapper.threads.add(threading.get_ident())
+    wrapper.threads.add(threading.current_thread())
     wrapper(q, k, v, None, 0.5, "causal")
     wrapper(q, k, v, None, 0.5, None)
     wrapper(one, k, v, None, 0.5, None)  # decode: one query row
@@ -110,9 +110,9 @@ def test_install_wraps_loaded_model_modules_for_this_thread_only(chatml_model: P
     wrapper = llama.scaled_dot_product_attention
     assert isinstance(wrapper, attention.PrefillAttention)
     assert wrapper.original is base.scaled_dot_product_attention
-    assert threading.get_ident() in wrapper.threads
+    assert threading.current_thread() in wrapper.threads
     uninstall()
-    assert threading.get_ident() not in wrapper.threads
+    assert threading.current_thread() not in wrapper.threads
     assert llama.scaled_dot_product_attention is wrapper  # stays: other engine threads may use it
 
 
@@ -138,3 +138,15 @@ async def test_engine_statistics_are_unchanged_by_the_fast_path(
     assert events[0].logprob == pytest.approx(float(reference[events[0].id]), abs=1e-4)
     for candidate in events[0].candidates:
         assert candidate.logprob == pytest.approx(float(reference[candidate.id]), abs=1e-4)
+
+
+async def test_switched_off_the_engine_keeps_mlx_attention(chatml_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    used: list[str] = []
+    monkeypatch.setattr(attention, "prefill_attention", lambda *args: used.append("fast"))  # would break the turn
+    engine = Engine(fast_attention=False)
+    try:
+        await engine.load(str(chatml_model))
+        events, finished = await run(engine, [Message("user", "the cat sat on the mat")])
+    finally:
+        await engine.close()
+    assert used == [] and finished.prompt_tokens > 1 and events
