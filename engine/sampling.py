@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import mlx.core as mx
 
@@ -44,6 +44,10 @@ from engine.penalties import make_penalties
 
 # Short-list size for top-p without top-k: the share of steps needing the full sort shrinks with it.
 TOP_P_SHORTLIST = 1024
+# Up to this vocabulary top-p sorts the whole vocabulary (no short list, no fallback) and `mx.exp`
+# replaces the compiled `exp`: on a CPU, building a step's graph costs ~5-10 us per MLX node while
+# the stream thread computes in parallel, so for small vocabularies fewer nodes beat less compute.
+SMALL_VOCAB = 8192
 HEADER = 5  # chosen_id, chosen_logprob, chosen_sampled_prob, rank, entropy
 
 
@@ -94,6 +98,11 @@ def _exp_nonpositive(x: mx.array) -> mx.array:
 exp = mx.compile(_exp_nonpositive)
 
 
+def _exp_for(plan: "Plan") -> Callable[[mx.array], mx.array]:
+    """The exp to use: one MLX node for small vocabularies, the faster compiled one above."""
+    return mx.exp if plan.vocab <= SMALL_VOCAB else exp
+
+
 def _bucket(n: int) -> int:
     """The power of two >= n, so top-k values inside one bucket share a trace."""
     return 1 << max(0, n - 1).bit_length()
@@ -110,70 +119,81 @@ def make_plan(params: SamplingParams, vocab: int) -> Plan:
     if top_k:
         need = max(need, _bucket(params.top_k))
     elif top_p:
-        need = max(need, TOP_P_SHORTLIST)
+        need = max(need, TOP_P_SHORTLIST if vocab > SMALL_VOCAB else vocab)
     return Plan(greedy, top_k, top_p, min_p, n, min(need, vocab), vocab)
 
 
 def _shortlist(raw: mx.array, size: int) -> mx.array:
     """Ids of the `size` best tokens, best first, sorting only those `size` values."""
-    if size >= raw.shape[0]:
-        return mx.argsort(-raw).astype(mx.int32)
-    ids = mx.argpartition(-raw, kth=size - 1)[:size]
-    return ids[mx.argsort(-raw[ids])].astype(mx.int32)
+    vocab = raw.shape[0]
+    if size >= vocab:
+        return mx.argsort(-raw)
+    ids = mx.argpartition(raw, kth=vocab - size)[vocab - size :]  # the best `size`, unordered
+    return _at(ids, mx.argsort(-_at(raw, ids)))
+
+
+def _at(values: mx.array, index: mx.array) -> mx.array:
+    """``values[index]`` for 1-D arrays as one gather node (indexing adds a squeeze node)."""
+    return mx.take_along_axis(values, index, axis=0)
+
+
+# Scalars inside the graph are (1,)-shaped: slices (`a[-1:]`) and `keepdims` reductions keep them
+# so, and a (1,) index gathers a (1,) value. Each MLX op has a fixed cost on a CPU (~5 us), and
+# 0-d scalars would add a squeeze or expand node around most of them.
 
 
 def _inverse_cdf(weights: mx.array, u: mx.array) -> mx.array:
-    """Index drawn with probability weights/sum(weights) from one uniform u in [0, 1).
+    """Index (1,) drawn with probability weights/sum(weights) from one uniform u in [0, 1).
 
     The first index whose cumulative weight exceeds ``u * total`` always has a positive weight,
     so a removed token can never be drawn.
     """
     cdf = mx.cumsum(weights)
-    index = mx.sum(cdf <= u * cdf[-1]).astype(mx.int32)
+    index = mx.sum(cdf <= u * cdf[-1:], keepdims=True)
     return mx.minimum(index, weights.shape[0] - 1)
 
 
 def _top_p_threshold(es: mx.array, ids: mx.array, top_p: mx.array, plan: Plan) -> mx.array:
-    """The smallest relative weight top-p keeps, from the short list when its mass suffices.
+    """The smallest relative weight (1,) top-p keeps, from the short list when its mass suffices.
 
     `es` holds ``p / p_max`` of the temperature-scaled distribution for the whole vocabulary.
     """
-    w = es[ids]
-    target = top_p * mx.sum(es)
-    cheap_index = mx.sum(mx.cumsum(w) < target).astype(mx.int32)
-    cheap = w[mx.minimum(cheap_index, w.shape[0] - 1)]
+    w = _at(es, ids)
+    target = top_p * mx.sum(es, keepdims=True)
+    cheap_index = mx.sum(mx.cumsum(w) < target, keepdims=True)
+    cheap = _at(w, mx.minimum(cheap_index, w.shape[0] - 1))
     if plan.shortlist >= plan.vocab:
         return cheap
     enough = cheap_index < w.shape[0]
     ascending = mx.sort(mx.where(enough, 0.0, es))  # all zeros (cheap) when the list sufficed
     tail_mass = mx.cumsum(ascending, reverse=True)
-    full_index = mx.sum(tail_mass >= top_p * tail_mass[0]).astype(mx.int32) - 1
-    return mx.where(enough, cheap, ascending[mx.maximum(full_index, 0)])
+    full_index = mx.sum(tail_mass >= top_p * tail_mass[:1], keepdims=True) - 1
+    return mx.where(enough, cheap, _at(ascending, mx.maximum(full_index, 0)))
 
 
 def _draw_shortlist(
     x_list: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
     min_p: mx.array, plan: Plan,
 ) -> tuple[mx.array, mx.array]:
-    """Top-k is on: filter and draw among the short list. Returns (position, sampled probs)."""
-    w = exp((x_list - x_list[0]) * inv_temp)  # p / p_max, best first
+    """Top-k is on: filter and draw among the short list. Returns (position (1,), sampled probs)."""
+    w = _exp_for(plan)((x_list - x_list[:1]) * inv_temp)  # p / p_max, best first
     keep = mx.arange(w.shape[0]) < top_k
     if plan.top_p:
         cum = mx.cumsum(mx.where(keep, w, 0.0))
-        crossing = mx.sum(cum < top_p * cum[-1]).astype(mx.int32)
-        keep = keep & (w >= w[mx.minimum(crossing, w.shape[0] - 1)])
+        crossing = mx.sum(cum < top_p * cum[-1:], keepdims=True)
+        keep = keep & (w >= _at(w, mx.minimum(crossing, w.shape[0] - 1)))
     if plan.min_p:
         keep = keep & (w >= min_p)
     q = mx.where(keep, w, 0.0)
-    return _inverse_cdf(q, u), q / mx.sum(q)
+    return _inverse_cdf(q, u), q / mx.sum(q, keepdims=True)
 
 
 def _draw_full(
     xm: mx.array, u: mx.array, ids: mx.array | None, inv_temp: mx.array, top_p: mx.array,
     min_p: mx.array, plan: Plan,
 ) -> tuple[mx.array, mx.array]:
-    """No top-k: filter and draw over the whole vocabulary. Returns (token id, sampled probs)."""
-    es = exp(xm * inv_temp)  # p / p_max of the temperature-scaled distribution
+    """No top-k: filter and draw over the whole vocabulary. Returns (token id (1,), sampled probs)."""
+    es = _exp_for(plan)(xm * inv_temp)  # p / p_max of the temperature-scaled distribution
     threshold = None
     if plan.top_p:
         assert ids is not None
@@ -181,38 +201,50 @@ def _draw_full(
     if plan.min_p:
         threshold = min_p if threshold is None else mx.maximum(threshold, min_p)
     q = es if threshold is None else mx.where(es >= threshold, es, 0.0)
-    return _inverse_cdf(q, u), q / mx.sum(q)
+    return _inverse_cdf(q, u), q / mx.sum(q, keepdims=True)
+
+
+def _plogp(e: mx.array, xm: mx.array) -> mx.array:
+    """Terms of the entropy sum, e * (x - max); a token with probability 0 contributes 0 (not NaN)."""
+    return mx.where(e > 0, e * xm, 0.0)
+
+
+_plogp_fused = mx.compile(_plogp)  # one elementwise kernel instead of four nodes
 
 
 def build_graph(
     x: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
     min_p: mx.array, plan: Plan,
 ) -> tuple[mx.array, mx.array]:
-    """The core graph for float32 (vocab,) logits after penalties -> (token (1,), packed row)."""
-    m = mx.max(x)
+    """The core graph for float32 (vocab,) logits after penalties -> (token (1,), packed row).
+
+    `u` and the parameters are (1,) arrays.
+    """
+    m = mx.max(x, keepdims=True)
     xm = x - m
-    e = exp(xm)
-    z = mx.sum(e)
+    e = _exp_for(plan)(xm)
+    z = mx.sum(e, keepdims=True)
     log_z = mx.log(z)
     raw = xm - log_z
-    entropy = log_z - mx.sum(mx.where(e > 0, e * xm, 0.0)) / z
+    entropy = log_z - mx.sum(_plogp_fused(e, xm), keepdims=True) / z
     ids = _shortlist(raw, plan.shortlist) if plan.shortlist else None
-    cand = ids[: plan.candidates] if ids is not None else mx.zeros((0,), dtype=mx.int32)
+    cand = ids[: plan.candidates] if ids is not None else mx.zeros((0,), dtype=mx.uint32)
     if plan.greedy:
-        token = mx.argmax(x).astype(mx.int32)
-        chosen_sp = mx.array(1.0, dtype=mx.float32)
+        token = mx.argmax(x, keepdims=True)
+        chosen_sp = mx.ones((1,), dtype=mx.float32)
         cand_sp = (cand == token).astype(mx.float32)
     elif plan.top_k:
         assert ids is not None
-        pos, probs = _draw_shortlist(x[ids], u, inv_temp, top_k, top_p, min_p, plan)
-        token, chosen_sp, cand_sp = ids[pos], probs[pos], probs[: plan.candidates]
+        pos, probs = _draw_shortlist(_at(x, ids), u, inv_temp, top_k, top_p, min_p, plan)
+        token, chosen_sp, cand_sp = _at(ids, pos), _at(probs, pos), probs[: plan.candidates]
     else:
         token, probs = _draw_full(xm, u, ids, inv_temp, top_p, min_p, plan)
-        chosen_sp, cand_sp = probs[token], probs[cand]
-    rank = 1 + mx.sum(raw > raw[token])
-    head = mx.stack([token.astype(mx.float32), raw[token], chosen_sp, rank.astype(mx.float32), entropy])
-    packed = mx.concatenate([head, cand.astype(mx.float32), raw[cand], cand_sp.astype(mx.float32)])
-    return token.reshape(1), packed
+        chosen_sp, cand_sp = _at(probs, token), _at(probs, cand)
+    chosen = _at(raw, token)
+    rank = mx.sum(raw > chosen, keepdims=True) + 1
+    packed = mx.concatenate([token.astype(mx.float32), chosen, chosen_sp, rank.astype(mx.float32), entropy,
+                             cand.astype(mx.float32), _at(raw, cand), cand_sp])
+    return token.astype(mx.int32), packed
 
 
 def _core(
@@ -258,10 +290,10 @@ class LiveSampler:
         self.params = params
         self.plan = make_plan(params, self.vocab_size)
         temperature = params.temperature
-        self._inv_temp = mx.array(1.0 / temperature if temperature > 0 else 0.0, dtype=mx.float32)
-        self._top_k = mx.array(params.top_k, dtype=mx.int32)
-        self._top_p = mx.array(params.top_p, dtype=mx.float32)
-        self._min_p = mx.array(params.min_p, dtype=mx.float32)
+        self._inv_temp = mx.array([1.0 / temperature if temperature > 0 else 0.0], dtype=mx.float32)
+        self._top_k = mx.array([params.top_k], dtype=mx.int32)
+        self._top_p = mx.array([params.top_p], dtype=mx.float32)
+        self._min_p = mx.array([params.min_p], dtype=mx.float32)
         self._penalties = make_penalties(params)
 
     @property
@@ -279,7 +311,7 @@ class LiveSampler:
         x = logits.astype(mx.float32).reshape(-1)
         if self._penalties is not None:
             x = self._penalties(x, context)
-        u = mx.array(self._uniform.getrandbits(24) / (1 << 24), dtype=mx.float32)  # exact in float32, < 1
+        u = mx.array([self._uniform.getrandbits(24) / (1 << 24)], dtype=mx.float32)  # exact in float32, < 1
         return self._core(
             x, u, self._inv_temp, self._top_k, self._top_p, self._min_p, plan=self.plan
         )
