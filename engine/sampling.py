@@ -28,6 +28,14 @@ is several times cheaper than sorting real values. Every switched-off filter is 
 graph. On a GPU the core is traced by `mx.compile` once per *structure* (greedy or not, which
 filters are on, N, the size bucket of M): parameter values are array inputs, so changing them
 never recompiles. On a CPU only the shared `exp` kernel is compiled (see `_compile_by_default`).
+
+On a CPU the other cost is the graph itself: the engine thread spends ~5-10 us handing each MLX
+node to the stream thread, which computes meanwhile, so for small models a token costs about
+its node count. Hence scalars are (1,) arrays (0-d ones add squeeze/expand/broadcast nodes),
+gathers are single `take_along_axis` nodes, and up to `SMALL_VOCAB` tokens the vocabulary is
+sorted whole (no short list, no fallback) with `mx.exp`: 122 nodes became 57 for top-p with 10
+candidates, and at a 4,096 vocabulary the sampler's share of a decode step fell from ~1.2 ms to
+~0.65 ms (BENCHMARKS.md).
 """
 
 from __future__ import annotations
