@@ -27,6 +27,7 @@ class Plan:
     rounds: int
     shapes: tuple[str, ...]
     decode_tokens: int
+    decode_seconds: float  # minimum time per model in the decode section (more rounds if needed)
     history_tokens: int
     reply_tokens: int
     sampler_vocabs: tuple[int, ...]
@@ -46,6 +47,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         rounds=rounds,
         shapes=tuple(args.shapes.split(",")) if args.shapes else ("2m", "30m") if quick else ("2m", "30m", "30m-4bit"),
         decode_tokens=48 if quick else 200,
+        decode_seconds=0.0 if quick else 30.0,
         history_tokens=args.history,
         reply_tokens=24 if quick else 100,
         sampler_vocabs=(32000, 151936),

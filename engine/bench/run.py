@@ -75,7 +75,8 @@ async def _engine_sections(sections: dict[str, Section], plan: "Plan", name: str
     last = name == plan.shapes[-1] or name == "model"
     if "decode" in sections:
         progress(f"bench: decode {name}")
-        await decode_section(sections["decode"], name, contenders, plan.decode_tokens, plan.rounds)
+        await decode_section(sections["decode"], name, contenders, plan.decode_tokens, plan.rounds,
+                             plan.decode_seconds)
     if "ttft" in sections and (last or not plan.sections or len(plan.shapes) > 2):
         progress(f"bench: TTFT {name}")
         await ttft_section(sections["ttft"], name, contenders, plan.history_tokens, plan.rounds)
