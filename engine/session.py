@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import mlx.core as mx
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
+from engine.lastrow import LastRowHead
 from engine.prompt import common_prefix_len
 from engine.textstream import PieceCache
 
@@ -24,9 +25,13 @@ PREFILL_CHUNK = 512  # tokens per prefill forward pass: bounds peak memory on lo
 class Session:
     """One loaded model: weights, tokenizer, and the cache bookkeeping between turns."""
 
-    def __init__(self, model: Any, tokenizer: Any, context_limit: int, stream: mx.Stream) -> None:
-        """`context_limit` is already capped by the caller's maximum; the cache starts empty."""
+    def __init__(
+        self, model: Any, tokenizer: Any, context_limit: int, stream: mx.Stream, last_row: LastRowHead | None = None
+    ) -> None:
+        """`context_limit` is already capped by the caller's maximum; the cache starts empty.
+        `last_row` restricts the model's output head to the last position (`engine.lastrow`)."""
         self.model = model
+        self.last_row = last_row
         self.tokenizer = tokenizer
         self.context_limit = context_limit
         self.pieces = PieceCache(tokenizer)
@@ -69,9 +74,25 @@ class Session:
     def forward(self, ids: mx.array) -> mx.array:
         """Feed 1-D `ids` (lazily) and return the logits after the last one, shape (vocab,).
 
-        The caller records the fed ids in `tokens` once their values are known.
+        Several ids at once compute the output head for the last one only, when `last_row` is
+        set. The caller records the fed ids in `tokens` once their values are known.
         """
+        if ids.shape[0] > 1 and self.last_row is not None:
+            with self.last_row:
+                return self.model(ids[None], cache=self.cache)[0, -1, :]
         return self.model(ids[None], cache=self.cache)[0, -1, :]
+
+    def split_prompt(self, suffix: Sequence[int]) -> tuple[Sequence[int], Sequence[int]]:
+        """(prefilled without logits, fed for the first token's logits).
+
+        With a last-row head the whole final chunk gives the logits in the same pass; without
+        one only the last id does (a head over every position of a chunk would cost more than
+        the extra one-token pass it saves).
+        """
+        if self.last_row is None:
+            return suffix[:-1], suffix[-1:]
+        cut = max(0, len(suffix) - PREFILL_CHUNK)
+        return suffix[:cut], suffix[cut:]
 
     def check(self) -> None:
         """Assert the bookkeeping invariant: the id list is exactly as long as the cache."""

@@ -74,7 +74,7 @@ class _Decoder:
         return _Pending(token, row, params.candidates)
 
     def _context(self, fed: mx.array, params: SamplingParams) -> mx.array:
-        """The ids the penalties look back over: the recorded ids plus `fed`, the one being fed.
+        """The ids the penalties look back over: the recorded ids plus `fed`, the ids being fed.
 
         `session.tokens` holds every id fed before `fed` (an id is recorded once read back), so
         this is the conversation's tail, cached history included. Built only when a penalty is
@@ -85,7 +85,7 @@ class _Decoder:
             return _NO_CONTEXT
         window = params.repetition_context_size
         recent = self.session.tokens[-window:] if window else []
-        return mx.concatenate([mx.array(recent, dtype=mx.int32), fed])
+        return mx.concatenate([mx.array(recent, dtype=mx.int32), fed])  # the penalties keep the window
 
 
 def run_turn(
@@ -100,10 +100,11 @@ def run_turn(
     suffix = prompt[reused:]
     loop = _DecodeLoop(session, control, prefix, len(prompt), emit)
     with mx.stream(session.stream):
-        session.prefill(suffix[:-1])
+        before, last = session.split_prompt(suffix)
+        session.prefill(before)
         decoder = _Decoder(session, control)
-        pending = decoder.step(mx.array(suffix[-1:], dtype=mx.int32))
-        session.tokens.append(suffix[-1])
+        pending = decoder.step(mx.array(last, dtype=mx.int32))
+        session.tokens.extend(last)
         reason = loop.run(decoder, pending)
     session.check()
     return loop.finished(prompt, reused, started, reason)

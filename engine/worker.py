@@ -11,6 +11,7 @@ MLX and mlx-lm are imported lazily inside the thread, so importing this module s
 from __future__ import annotations
 
 import atexit
+import os
 import queue
 import sys
 import threading
@@ -152,6 +153,7 @@ class EngineWorker:
             import mlx.core as mx
 
             from engine.dtype import apply_compute_dtype, choose_compute_dtype
+            from engine.lastrow import install_last_row_head
             from engine.models import load_model
             from engine.session import Session
 
@@ -165,7 +167,7 @@ class EngineWorker:
             limit = _context_limit(loaded.model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
-            session = Session(loaded.model, loaded.tokenizer, limit, self._stream)
+            session = Session(loaded.model, loaded.tokenizer, limit, self._stream, install_last_row_head(loaded.model))
             command.sink(_model_info(command.spec, loaded, limit, dtype, self._blas))
             return session
         except EngineError as exc:
@@ -194,7 +196,7 @@ def _tune_for_cpu(model: Any, blas_active: bool, fast_attention: bool) -> None:
     """The measured CPU wins (BENCHMARKS.md); each keeps results exact or within float32 rounding.
 
     With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain without
-    one); big quantized layers split their decode mat-vecs over two CPU streams (both cores);
+    one), keeping the unpacked weights of up to 1/8 of physical memory; big quantized layers split their decode mat-vecs over two CPU streams (both cores);
     multi-token attention uses `engine.attention` on this thread. The first two are no-ops for
     unquantized models, and all three are no-ops on a GPU.
     """
@@ -203,10 +205,18 @@ def _tune_for_cpu(model: Any, blas_active: bool, fast_attention: bool) -> None:
     from engine.parallel import enable_two_stream_decode
 
     if blas_active:
-        enable_dequantized_prefill(model)
+        enable_dequantized_prefill(model, keep_bytes=_memory_bytes() // 8)
     enable_two_stream_decode(model)
     if fast_attention:
         install_prefill_attention()  # for this thread while it lives (later models too)
+
+
+def _memory_bytes() -> int:
+    """Physical memory, for budgets (0 where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def _release_streams() -> None:

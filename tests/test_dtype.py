@@ -145,6 +145,24 @@ def test_dequantized_prefill_computes_the_same_logits() -> None:
     assert type(model.model.embed_tokens) is nn.QuantizedEmbedding
 
 
+def test_prefill_keeps_unpacked_weights_within_the_budget() -> None:
+    model = _tiny("llama", seed=4, quantized=True)
+    apply_compute_dtype(model, "float32")
+    tokens = mx.random.randint(0, 256, (1, 32), key=mx.random.key(5))
+    reference = model(tokens)
+    layers = [layer for _, layer in model.named_modules() if type(layer) is nn.QuantizedLinear]
+    sizes = [layer["scales"].size * layer.group_size * 4 for layer in layers]  # float32 bytes unpacked
+    budget = sum(sizes[:3])  # room for the first three layers, in model order
+    enable_dequantized_prefill(model, keep_bytes=budget)
+    assert [layer._keep_dense for layer in layers] == [i < 3 for i in range(len(layers))]
+    first = model(tokens)
+    assert mx.allclose(first, reference, atol=1e-4, rtol=1e-4).item()
+    kept = [layer._dense for layer in layers[:3]]
+    assert all(dense is not None for dense in kept) and all(layer._dense is None for layer in layers[3:])
+    assert mx.array_equal(model(tokens), first).item()  # the kept weights give identical results
+    assert all(layer._dense is dense for layer, dense in zip(layers, kept))  # reused, not rebuilt
+
+
 @pytest.mark.parametrize(("bits", "group_size"), [(2, 32), (4, 64), (8, 128)])
 def test_unpacking_equals_mlx_dequantize(bits: int, group_size: int) -> None:
     weight = mx.random.normal((96, 256), key=mx.random.key(bits))

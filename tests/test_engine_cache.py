@@ -20,14 +20,16 @@ from engine.prompt import common_prefix_len
 
 @pytest.fixture
 def fed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts of ids fed to the model, one entry per forward call (engine thread only)."""
+    """Counts of ids fed to the model's cache, one entry per forward call (engine thread only; a
+    call without a cache, like the shape probe of `engine.lastrow` at load, feeds nothing)."""
     from mlx_lm.models import llama
 
     counts: list[int] = []
     original = llama.Model.__call__
 
     def counting(self: object, inputs: object, *args: object, **kwargs: object) -> object:
-        if threading.current_thread().name == "logitscope-engine":
+        cache = kwargs.get("cache", args[0] if args else None)
+        if threading.current_thread().name == "logitscope-engine" and cache is not None:
             counts.append(int(inputs.shape[1]))  # type: ignore[attr-defined]
         return original(self, inputs, *args, **kwargs)
 
