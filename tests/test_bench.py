@@ -124,6 +124,19 @@ def test_bench_models_have_realistic_sizes_and_a_tokenizer_for_every_id(tmp_path
     assert tokenizer.decode(tokenizer.encode("hello world")) == "hello world"
 
 
+def test_a_bench_tokenizer_covers_a_qwen_sized_vocabulary(tmp_path: Path) -> None:
+    """151,936 ids need byte triples beyond the 65,536 pairs; every id must exist and decode."""
+    from transformers import PreTrainedTokenizerFast
+
+    from engine.bench.folders import write_tokenizer
+
+    write_tokenizer(tmp_path, 151936)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
+    assert len(tokenizer) == 151936 and tokenizer.convert_tokens_to_ids("<|im_end|>") == 151935
+    assert len(tokenizer.decode([70000, 151000])) > 0
+    assert tokenizer.decode(tokenizer.encode("hello world")) == "hello world"
+
+
 def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """The harness only: workers are faked; every configuration runs per round and is compared."""
     from engine.bench import process_section as ps

@@ -41,13 +41,16 @@ def write_model_folder(folder: Path, shape: Shape, model: nn.Module) -> Path:
 
 
 def write_tokenizer(folder: Path, vocab_size: int) -> None:
-    """A byte-level BPE with `vocab_size` ids: bytes, then byte pairs, then the ChatML specials."""
+    """A byte-level BPE with `vocab_size` ids: bytes, byte pairs, byte triples (as many as needed),
+    then the ChatML specials."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    pairs = itertools.islice(itertools.product(alphabet, alphabet), max(0, vocab_size - len(alphabet) - len(SPECIALS)))
-    merges = list(pairs)
+    room = max(0, vocab_size - len(alphabet) - len(SPECIALS))
+    merges = list(itertools.islice(itertools.product(alphabet, alphabet), room))  # byte pairs, then
+    triples = ((a + b, c) for a, b in list(merges) for c in alphabet)  # pair + byte, for big vocabularies
+    merges += itertools.islice(triples, room - len(merges))
     vocab = {symbol: i for i, symbol in enumerate(alphabet)}
     vocab.update({a + b: len(alphabet) + i for i, (a, b) in enumerate(merges)})
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
