@@ -169,6 +169,7 @@ class EngineWorker:
                 self._stream = mx.new_stream(mx.default_device())
             session = Session(loaded.model, loaded.tokenizer, limit, self._stream, install_last_row_head(loaded.model))
             command.sink(_model_info(command.spec, loaded, limit, dtype, self._blas))
+            _prepare_prefill(loaded.model, lambda: not self._commands.empty())
             return session
         except EngineError as exc:
             command.sink(exc)
@@ -209,6 +210,19 @@ def _tune_for_cpu(model: Any, blas_active: bool, fast_attention: bool) -> None:
     enable_two_stream_decode(model)
     if fast_attention:
         install_prefill_attention()  # for this thread while it lives (later models too)
+
+
+def _prepare_prefill(model: Any, should_stop: Callable[[], bool]) -> None:
+    """After a load is reported: unpack the 4-bit weights prefill keeps, unless a command comes.
+
+    Never fails the load: an error here only means the first prefill does the work itself.
+    """
+    from engine.dtype import keep_unpacked_weights
+
+    try:
+        keep_unpacked_weights(model, should_stop)
+    except Exception:  # noqa: BLE001 - an optimisation; the prefill path repeats it if needed
+        pass
 
 
 def _memory_bytes() -> int:

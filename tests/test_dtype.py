@@ -21,6 +21,7 @@ from engine.dtype import (
     apply_compute_dtype,
     choose_compute_dtype,
     enable_dequantized_prefill,
+    keep_unpacked_weights,
     model_dtype,
 )
 
@@ -161,6 +162,22 @@ def test_prefill_keeps_unpacked_weights_within_the_budget() -> None:
     assert all(dense is not None for dense in kept) and all(layer._dense is None for layer in layers[3:])
     assert mx.array_equal(model(tokens), first).item()  # the kept weights give identical results
     assert all(layer._dense is dense for layer, dense in zip(layers, kept))  # reused, not rebuilt
+
+
+def test_kept_weights_can_be_unpacked_ahead_and_the_work_stops_when_asked() -> None:
+    model = _tiny("llama", seed=4, quantized=True)
+    apply_compute_dtype(model, "float32")
+    tokens = mx.random.randint(0, 256, (1, 32), key=mx.random.key(5))
+    reference = model(tokens)
+    enable_dequantized_prefill(model, keep_bytes=1 << 40)
+    layers = [layer for _, layer in model.named_modules() if getattr(layer, "_keep_dense", False)]
+    asked: list[int] = []
+    assert keep_unpacked_weights(model, lambda: len(asked.append(0) or asked) > 2) == 2  # stopped at the third
+    assert [layer._dense is not None for layer in layers[:3]] == [True, True, False]
+    assert keep_unpacked_weights(model, lambda: False) == len(layers) - 2  # the rest
+    kept = [layer._dense for layer in layers]
+    assert mx.allclose(model(tokens), reference, atol=1e-4, rtol=1e-4).item()
+    assert all(layer._dense is dense for layer, dense in zip(layers, kept))  # the prefill used them
 
 
 @pytest.mark.parametrize(("bits", "group_size"), [(2, 32), (4, 64), (8, 128)])
