@@ -10,7 +10,7 @@ Runs on the engine thread only (it imports MLX).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
@@ -63,13 +63,20 @@ class Session:
         self.tokens = []
         self.rebuilds += 1
 
-    def prefill(self, ids: Sequence[int]) -> None:
-        """Feed `ids` into the cache without asking for logits, in bounded chunks."""
+    def prefill(self, ids: Sequence[int], should_stop: Callable[[], bool] = lambda: False) -> bool:
+        """Feed `ids` into the cache without asking for logits, in bounded chunks.
+
+        `should_stop` is asked between chunks (a long prompt on a slow CPU takes seconds per
+        chunk); returns False if it stopped early. Whatever was fed stays cached and recorded.
+        """
         for start in range(0, len(ids), PREFILL_CHUNK):
+            if should_stop():
+                return False
             chunk = list(ids[start : start + PREFILL_CHUNK])
             self.model(mx.array(chunk, dtype=mx.int32)[None], cache=self.cache)
             mx.eval([c.state for c in self.cache])
             self.tokens.extend(chunk)
+        return True
 
     def forward(self, ids: mx.array) -> mx.array:
         """Feed 1-D `ids` (lazily) and return the logits after the last one, shape (vocab,).

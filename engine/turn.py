@@ -101,7 +101,9 @@ def run_turn(
     loop = _DecodeLoop(session, control, prefix, len(prompt), emit)
     with mx.stream(session.stream):
         before, last = session.split_prompt(suffix)
-        session.prefill(before)
+        if not session.prefill(before, control.cancelled.is_set):
+            session.check()
+            return loop.finished(prompt, reused, started, "cancelled", fed=len(session.tokens) - reused)
         decoder = _Decoder(session, control)
         pending = decoder.step(mx.array(last, dtype=mx.int32))
         session.tokens.extend(last)
@@ -202,21 +204,25 @@ class _DecodeLoop:
             candidates=tuple(Candidate(cid, pieces(cid), lp, sp) for cid, lp, sp in stats.candidates),
         )
 
-    def finished(self, prompt: list[int], reused: int, started: float, reason: FinishReason) -> TurnFinished:
-        """The closing record: cache bookkeeping and speeds."""
+    def finished(
+        self, prompt: list[int], reused: int, started: float, reason: FinishReason, fed: int | None = None
+    ) -> TurnFinished:
+        """The closing record: cache bookkeeping and speeds. `fed`: prompt ids actually prefilled,
+        when a cancel stopped the prefill early (else the whole new part of the prompt)."""
         first_at = self.first_at if self.first_at is not None else time.perf_counter()
         prefill_s = max(first_at - self.prefill_started, 1e-9)
         decode_s = self.last_at - first_at
+        prefilled = len(prompt) - reused if fed is None else fed
         return TurnFinished(
             prompt_ids=tuple(prompt),
             prompt_tokens=len(prompt),
             reused_tokens=reused,
-            prefilled_tokens=len(prompt) - reused,
+            prefilled_tokens=prefilled,
             generated_tokens=self.new,
             token_ids=tuple(self.reply),
             text=self.text.finish(),
             ttft_s=first_at - started,
-            prefill_tps=(len(prompt) - reused) / prefill_s,
+            prefill_tps=prefilled / prefill_s,
             decode_tps=(self.reads - 1) / decode_s if self.reads > 1 and decode_s > 0 else 0.0,
             finish_reason=reason,
             context_used=len(self.session.tokens),

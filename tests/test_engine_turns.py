@@ -3,6 +3,7 @@ live parameters, the context limit and seeded reproducibility."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from pathlib import Path
@@ -143,6 +144,46 @@ async def test_cancel_stops_within_one_token_and_keeps_the_cache(
     assert finished.token_ids == tuple(e.id for e in seen)
     _, after = await run(engine, [*HELLO, reply(finished), Message("user", "go on")])
     assert after.reused_tokens == finished.prompt_tokens + finished.generated_tokens
+
+
+async def test_cancel_during_a_long_prefill_stops_between_chunks(
+    chatml_model: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long prompt is fed in chunks; a cancel lands between two of them, not after the prompt,
+    and what was fed stays cached for the next turn."""
+    import threading
+
+    from mlx_lm.models import llama
+
+    from engine import session as session_module
+
+    monkeypatch.setattr(session_module, "PREFILL_CHUNK", 4)
+    original = llama.Model.__call__
+
+    def slow(self: object, inputs: object, *args: object, **kwargs: object) -> object:
+        if threading.current_thread().name == "logitscope-engine" and kwargs.get("cache") is not None:
+            time.sleep(0.03)
+        return original(self, inputs, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(llama.Model, "__call__", slow)
+    await engine.load(str(chatml_model))
+    long = [Message("user", " ".join(["the cat sat on the mat"] * 12))]
+    await run(engine, long)  # a cached history
+
+    async def cancel_soon() -> None:
+        await asyncio.sleep(0.15)
+        engine.cancel()
+
+    again = long + [Message("assistant", "no", ()), Message("user", " ".join(["a dog ran"] * 30))]
+    task = asyncio.create_task(cancel_soon())
+    events, cancelled = await run(engine, again)
+    await task
+    assert cancelled.finish_reason == "cancelled" and events == []
+    assert cancelled.reused_tokens + cancelled.prefilled_tokens < cancelled.prompt_tokens  # stopped part-way
+    assert cancelled.prefilled_tokens % 4 == 0  # whole chunks only
+    assert cancelled.context_used == cancelled.reused_tokens + cancelled.prefilled_tokens
+    _, after = await run(engine, again, GREEDY.with_changes(max_tokens=2))
+    assert after.reused_tokens == cancelled.context_used  # the part fed before the cancel is reused
 
 
 async def test_leaving_the_stream_early_cancels_the_turn(chatml_model: Path, engine: Engine, slow_model: None) -> None:
