@@ -114,7 +114,7 @@ def _real_engine(config: Config) -> EngineAPI:
 
     model = config.model
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
-                  fast_attention=model.fast_attention)
+                  fast_prefill=model.fast_prefill)
 
 
 # ---------------------------------------------------------------------------------------------

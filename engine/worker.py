@@ -83,7 +83,7 @@ class EngineOptions:
     max_context: int = 0  # cap below the model's own context; 0 = the model's limit
     fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.blas)
     compute_dtype: str = "auto"  # see engine.dtype.choose_compute_dtype
-    fast_attention: bool = True  # CPU prefill attention of engine.attention
+    fast_prefill: bool = True  # CPU prefill attention and SwiGLU (engine.routing)
 
 
 class EngineWorker:
@@ -163,7 +163,7 @@ class EngineWorker:
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
-            _tune_for_cpu(loaded.model, self._blas_active, self._options.fast_attention)
+            _tune_for_cpu(loaded.model, self._blas_active, self._options.fast_prefill)
             limit = _context_limit(loaded.model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
@@ -193,23 +193,24 @@ class EngineWorker:
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
 
 
-def _tune_for_cpu(model: Any, blas_active: bool, fast_attention: bool) -> None:
+def _tune_for_cpu(model: Any, blas_active: bool, fast_prefill: bool) -> None:
     """The measured CPU wins (BENCHMARKS.md); each keeps results exact or within float32 rounding.
 
     With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain without
-    one), keeping the unpacked weights of up to 1/8 of physical memory; big quantized layers split their decode mat-vecs over two CPU streams (both cores);
-    multi-token attention uses `engine.attention` on this thread. The first two are no-ops for
-    unquantized models, and all three are no-ops on a GPU.
+    one), keeping the unpacked weights of up to 1/8 of physical memory; big quantized layers
+    split their decode mat-vecs over two CPU streams (both cores); prefill attention and SwiGLU
+    take `engine.routing`'s fast paths on this thread. The first two are no-ops for unquantized
+    models, and all three are no-ops on a GPU.
     """
-    from engine.attention import install_prefill_attention
     from engine.dtype import enable_dequantized_prefill
     from engine.parallel import enable_two_stream_decode
+    from engine.routing import install_cpu_routes
 
     if blas_active:
         enable_dequantized_prefill(model, keep_bytes=_memory_bytes() // 8)
     enable_two_stream_decode(model)
-    if fast_attention:
-        install_prefill_attention()  # for this thread while it lives (later models too)
+    if fast_prefill:
+        install_cpu_routes()  # for this thread while it lives (later models too)
 
 
 def _prepare_prefill(model: Any, should_stop: Callable[[], bool]) -> None:

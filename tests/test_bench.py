@@ -151,15 +151,15 @@ def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch:
     monkeypatch.setattr(ps, "run_worker", fake_worker)
     section = Section("blas-dtype", "BLAS")
     ps.process_section(section, "2m", 8, 4, 2, 1.0)
-    assert len(seen) == 2 * 4 and {c["shape"] for c in seen} == {"2m"}  # no quantized fast path
+    assert len(seen) == 2 * 5 and {c["shape"] for c in seen} == {"2m"}
+    assert sum(bool(c.get("fast_prefill")) for c in seen) == 2 and not any(c.get("two_stream") for c in seen)
     ps.process_section(section, "2m-4bit", 8, 4, 2, 1.0)
-    assert len(seen) == 2 * 4 + 2 * 5 and sum(bool(c.get("two_stream")) for c in seen) == 2
+    assert len(seen) == 4 * 5 and sum(bool(c.get("two_stream")) and bool(c.get("keep_bytes")) for c in seen) == 2
     ratios = {r.label: r.stat.median for r in section.ratios}
     assert ratios["prefill: OpenBLAS+float32 / reference BLAS, bfloat16 (2m)"] == pytest.approx(20.0)
     assert ratios["decode: OpenBLAS+float32 / reference BLAS, float32 (2m)"] == pytest.approx(10.0)
-    assert "decode: + dequantized prefill + two streams / OpenBLAS+float32 (2m-4bit)" in ratios
+    assert "decode: all fast paths / OpenBLAS+float32 (2m-4bit)" in ratios
     targets = {r.label: r.target for r in section.ratios if r.target}
-    assert targets == {"prefill: OpenBLAS+float32 / reference BLAS, bfloat16 (2m)": ">= 10",
-                       "decode: OpenBLAS+float32 / reference BLAS, bfloat16 (2m)": ">= 2",
+    assert targets == {"prefill: all fast paths / reference BLAS, bfloat16 (2m)": ">= 10",
+                       "decode: all fast paths / reference BLAS, bfloat16 (2m)": ">= 2",
                        "decode: all fast paths / reference BLAS, bfloat16 (2m-4bit)": ">= 5"}
-    assert not any("two streams" in label and "(2m)" in label for label in ratios)

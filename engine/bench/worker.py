@@ -6,8 +6,8 @@ one config's allocator cache and thread state from leaking into the next.
 
 Config keys: shape ("30m", "qwen0.5b", ...), blas (bool), threads (OpenBLAS threads, or null),
 dtype (a compute dtype setting), prompt (tokens), decode (tokens), prefill_step, cache_limit_mb
-(null = MLX default), dequant_prefill and two_stream (bool: the fast paths
-of engine.dtype and engine.parallel), budget_s (stop decoding early past this). Prints one JSON line: prefill
+(null = MLX default), dequant_prefill, keep_bytes, two_stream and fast_prefill (the fast
+paths of engine.dtype, engine.parallel and engine.routing), budget_s (stop decoding early past this). Prints one JSON line: prefill
 tok/s, decode tok/s, the active BLAS and dtype.
 """
 
@@ -37,11 +37,15 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     model = build_model(shape_named(config["shape"]))
     dtype = apply_compute_dtype(model, choose_compute_dtype(config.get("dtype", "auto"), mx.default_device()))
     if config.get("dequant_prefill"):
-        enable_dequantized_prefill(model)
+        enable_dequantized_prefill(model, keep_bytes=int(config.get("keep_bytes", 0)))
     if config.get("two_stream"):
         from engine.parallel import enable_two_stream_decode
 
         enable_two_stream_decode(model)
+    if config.get("fast_prefill"):
+        from engine.routing import install_cpu_routes
+
+        install_cpu_routes()
     result = _generate(model, config)
     return {**result, "blas": blas.reason if blas.active else "reference BLAS",
             "blas_active": blas.active, "dtype": dtype, "config": config}

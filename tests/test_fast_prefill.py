@@ -1,4 +1,4 @@
-"""The CPU prefill attention: same results as MLX's fused attention, and taken only where it applies."""
+"""The CPU prefill paths (attention, SwiGLU): the same results as MLX's, taken only where they apply."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from engine_helpers import GREEDY, cold_logprobs, run
 
 import mlx.core as mx
-from engine import attention
+from engine import attention, fastmath, routing
 from engine.api import Message
 from engine.client import Engine
 
@@ -58,12 +58,12 @@ def test_half_precision_inputs_keep_their_dtype_and_stay_close() -> None:
 
 def test_exp_is_accurate_and_flushes_the_far_tail_to_zero() -> None:
     x = np.concatenate([-np.geomspace(1e-8, 87, 20000), np.linspace(-87, 0, 20001), [0.0, -88.0, -1e4]])
-    got = np.array(attention._exp(mx.array(x.astype(np.float32))), dtype=np.float64)
+    got = np.array(fastmath.exp_nonpositive(mx.array(x.astype(np.float32))), dtype=np.float64)
     want = np.exp(x.astype(np.float32).astype(np.float64))
     normal = x >= -87
     assert np.max(np.abs(got[normal] - want[normal]) / want[normal]) < 1e-6
     assert np.all(got[~normal] == 0.0)
-    assert np.array(attention._exp(mx.array([-np.inf], dtype=mx.float32))).tolist() == [0.0]
+    assert np.array(fastmath.exp_nonpositive(mx.array([-np.inf], dtype=mx.float32))).tolist() == [0.0]
 
 
 class _Calls:
@@ -84,7 +84,7 @@ def test_only_registered_threads_and_multi_token_calls_take_the_fast_path(monkey
         return q
 
     monkeypatch.setattr(attention, "prefill_attention", counting)
-    wrapper = attention.PrefillAttention(calls.original_fn)
+    wrapper = routing.ThreadRoute(calls.original_fn, attention.fast_sdpa, attention.handles_sdpa)
     q, k, v = _qkv(2, 2, 5, 5)
     one = q[:, :, :1]
     wrapper(q, k, v, None, 0.5, "causal")  # not registered yet
@@ -102,18 +102,43 @@ def test_only_registered_threads_and_multi_token_calls_take_the_fast_path(monkey
 
 
 def test_install_wraps_loaded_model_modules_for_this_thread_only(chatml_model: Path) -> None:
-    from mlx_lm.models import base, llama
+    from mlx_lm.models import activations, base, llama
     from mlx_lm.utils import load
 
     load(str(chatml_model))  # imports the model's module
-    uninstall = attention.install_prefill_attention()
-    wrapper = llama.scaled_dot_product_attention
-    assert isinstance(wrapper, attention.PrefillAttention)
-    assert wrapper.original is base.scaled_dot_product_attention
-    assert threading.current_thread() in wrapper.threads
+    uninstall = routing.install_cpu_routes()
+    routes = {"scaled_dot_product_attention": base.scaled_dot_product_attention, "swiglu": activations.swiglu}
+    for name, original in routes.items():
+        route = getattr(llama, name)
+        assert isinstance(route, routing.ThreadRoute) and route.original is original
+        assert threading.current_thread() in route.threads
+    assert base.scaled_dot_product_attention is routes["scaled_dot_product_attention"]  # the originals stay
     uninstall()
-    assert threading.current_thread() not in wrapper.threads
-    assert llama.scaled_dot_product_attention is wrapper  # stays: other engine threads may use it
+    for name in routes:
+        assert threading.current_thread() not in getattr(llama, name).threads
+        assert isinstance(getattr(llama, name), routing.ThreadRoute)  # stays: other engine threads may use it
+
+
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+def test_swiglu_matches_mlx_lm(dtype: Any) -> None:
+    from mlx_lm.models import activations
+
+    key1, key2 = mx.random.split(mx.random.key(3))
+    gate = (6 * mx.random.normal((1, 9, 300), key=key1)).astype(dtype)
+    gate = mx.concatenate([gate, mx.array([[[-200.0, 200.0, 0.0] * 100]], dtype=dtype)], axis=1)  # far tails
+    x = mx.random.normal(gate.shape, key=key2).astype(dtype)
+    got, want = fastmath.swiglu(gate, x), activations.swiglu(gate, x)
+    assert got.dtype == want.dtype == dtype
+    tolerance = 1e-5 if dtype == mx.float32 else 2e-2
+    np.testing.assert_allclose(np.array(got.astype(mx.float32)), np.array(want.astype(mx.float32)),
+                               rtol=tolerance, atol=tolerance)
+
+
+def test_swiglu_route_takes_prefill_calls_only() -> None:
+    handles = routing._handles_swiglu
+    many, one = mx.zeros((1, 5, 8)), mx.zeros((1, 1, 8))
+    assert handles(many, many) and not handles(one, one) and not handles(many, mx.zeros((1, 5, 4)))
+    assert not handles(mx.zeros((1, 5, 8), dtype=mx.int32), mx.zeros((1, 5, 8), dtype=mx.int32))
 
 
 async def test_engine_statistics_are_unchanged_by_the_fast_path(
@@ -133,6 +158,9 @@ async def test_engine_statistics_are_unchanged_by_the_fast_path(
     conversation = [Message("user", " ".join(["the cat sat on the mat and the dog ran"] * 20))]
     events, finished = await run(engine, conversation, GREEDY.with_changes(max_tokens=4))
     assert used and set(used) == {"logitscope-engine"}
+    from mlx_lm.models import llama
+
+    assert any(t.name == "logitscope-engine" for t in llama.swiglu.threads)  # SwiGLU took its fast path too
     reference = cold_logprobs(chatml_model, list(finished.prompt_ids))
     assert events[0].id == int(np.argmax(reference))
     assert events[0].logprob == pytest.approx(float(reference[events[0].id]), abs=1e-4)
@@ -143,7 +171,7 @@ async def test_engine_statistics_are_unchanged_by_the_fast_path(
 async def test_switched_off_the_engine_keeps_mlx_attention(chatml_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     used: list[str] = []
     monkeypatch.setattr(attention, "prefill_attention", lambda *args: used.append("fast"))  # would break the turn
-    engine = Engine(fast_attention=False)
+    engine = Engine(fast_prefill=False)
     try:
         await engine.load(str(chatml_model))
         events, finished = await run(engine, [Message("user", "the cat sat on the mat")])
