@@ -22,6 +22,16 @@ def compute_label(info: ModelInfo) -> str:
     return " · ".join(part for part in (info.dtype, blas) if part)
 
 
+def fit_name(name: str, width: int, shortest: int = 12) -> str:
+    """`name` in at most max(`width`, `shortest`) cells, cut in the middle ("mlx-community/Qw…-4bit"),
+    since both the organisation and the end of a model name (size, quantization) tell models apart."""
+    width = max(width, shortest)
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return f"{name[:head]}…{name[len(name) - (width - 1 - head):]}"
+
+
 class StatusBar(Widget):
     """Set `model`, `compute`, `state`, `stats`; it renders itself."""
 
@@ -36,8 +46,15 @@ class StatusBar(Widget):
     context_limit: reactive[int] = reactive(0)
 
     def render(self) -> Text:
+        facts = self._facts()
+        room = self.content_size.width - len(facts.plain) if self.content_size.width else len(self.model)
         text = Text()
-        text.append(self.model, style="bold")
+        text.append(fit_name(self.model, room), style="bold")
+        return text.append_text(facts)
+
+    def _facts(self) -> Text:
+        """Everything after the model name; the name gives way to it when the line is short."""
+        text = Text()
         if self.compute:
             text.append(f"  {self.compute}", style="dim")
         if self.state:
