@@ -20,9 +20,10 @@ _LN2_HI, _LN2_LO = 0.693145751953125, 1.428606765330187e-06
 def _exp_nonpositive(x: mx.array) -> mx.array:
     """``exp(x)`` for x <= 0 (and -inf): ``2**n * exp(r)`` with n = round(x / ln 2).
 
-    Unlike `engine.sampling.exp` there is no floor or clip (each becomes a library call that
-    stops vectorization): n comes from the magic-number rounding, 2**n from the same bits, and
-    values below e**-87 (including -inf, whose intermediate NaNs are discarded) flush to 0.
+    There is no floor or clip (each becomes a library call that stops vectorization): n comes
+    from the magic-number rounding, 2**n from the same bits, and values below e**-87 (including
+    -inf, whose intermediate NaNs are discarded) flush to 0. Used by the sampler, the prefill
+    attention and SwiGLU.
     """
     shifted = x * _LOG2E + _MAGIC
     n = shifted - _MAGIC

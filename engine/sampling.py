@@ -48,6 +48,7 @@ from typing import Callable, NamedTuple
 import mlx.core as mx
 
 from engine.api import SamplingParams
+from engine.fastmath import exp_nonpositive
 from engine.penalties import make_penalties
 
 # Short-list size for top-p without top-k: the share of steps needing the full sort shrinks with it.
@@ -83,27 +84,11 @@ class Plan(NamedTuple):
     vocab: int
 
 
-_LN2_HI, _LN2_LO, _LOG2E = 0.693145751953125, 1.428606765330187e-06, 1.4426950408889634
-
-
-def _exp_nonpositive(x: mx.array) -> mx.array:
-    """``exp(x)`` for x <= 0 (and -inf), as plain multiply-adds: a Cody-Waite reduction to
-    ``2**n * exp(r)`` with a degree-6 polynomial. Results below e**-87 flush to 0.
-
-    Why not ``mx.exp``: on MLX's CPU backend it is scalar code, ~2 ms for 152k values (the
-    largest cost of a token) with ~3e-6 relative error; compiled, this is ~4x faster and
-    accurate to ~3e-7. Every exponent in this module is a logit minus the maximum, so <= 0.
-    """
-    clipped = mx.maximum(x, -87.0)
-    n = mx.floor(clipped * _LOG2E + 0.5)
-    r = clipped - n * _LN2_HI - n * _LN2_LO
-    poly = 1.0 + r * (1.0 + r * (0.5 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (1 / 720))))))
-    scale = mx.view((n.astype(mx.int32) + 127) << 23, mx.float32)
-    return mx.where(x < -87.0, 0.0, poly * scale)
-
-
-# One fused kernel, shared by every plan: its one-time JIT build is the only compile on a CPU.
-exp = mx.compile(_exp_nonpositive)
+# `engine.fastmath.exp_nonpositive`: MLX's CPU `exp` is scalar code (~2 ms for 152k values, the
+# largest cost of a token); this compiled one is ~4x faster and accurate to ~3e-7. Every exponent
+# in this module is a logit minus the maximum, so <= 0. Its kernels are shared by every plan: their
+# one-time JIT build is the only compile on a CPU.
+exp = exp_nonpositive
 
 
 def _exp_for(plan: "Plan") -> Callable[[mx.array], mx.array]:

@@ -10,6 +10,7 @@ Runs on the engine thread only (it imports MLX).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 import mlx.core as mx
@@ -84,10 +85,9 @@ class Session:
         Several ids at once compute the output head for the last one only, when `last_row` is
         set. The caller records the fed ids in `tokens` once their values are known.
         """
-        if ids.shape[0] > 1 and self.last_row is not None:
-            with self.last_row:
-                return self.model(ids[None], cache=self.cache)[0, -1, :]
-        return self.model(ids[None], cache=self.cache)[0, -1, :]
+        head = self.last_row if ids.shape[0] > 1 and self.last_row is not None else nullcontext()
+        with head:
+            return self.model(ids[None], cache=self.cache)[0, -1, :]
 
     def split_prompt(self, suffix: Sequence[int]) -> tuple[Sequence[int], Sequence[int]]:
         """(prefilled without logits, fed for the first token's logits).
