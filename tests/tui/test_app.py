@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from engine.api import SamplingParams
 from engine.fake import ScriptedEngine, ScriptedToken
-from tui_helpers import SIZE, palette_run, screen_text, send, start_reply, wait_idle, wait_until
+from tui_helpers import SIZE, palette_run, screen_text, send, start_reply, wait_idle
 from tui import messages as msg
 from tui.app import LogitscopeApp
 from tui.bindings import PARAM_KEYS, binding_ids
@@ -376,39 +376,4 @@ async def test_keymap_rebinds_by_id(make_app: Any) -> None:
         rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
         assert ("ctrl+up", "temperature up", "chat", "param.temperature.up") in rows
         assert len(rows) == len(binding_ids())  # every binding is listed
-
-
-async def test_model_load_error_is_a_notification(make_app: Any) -> None:
-    app = make_app(ScriptedEngine(load_error="model 'nope' not found"))
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: "no model loaded" in screen_text(app))
-        notes = [n.message for n in app._notifications]
-        assert "model 'nope' not found" in notes
-        assert "no model loaded" in screen_text(app)
-        await pilot.press(*"hi", "enter")
-        await pilot.pause()
-        assert app.controller.conversation.root is None  # refused politely, no crash
-
-
-async def test_usable_while_loading(make_app: Any) -> None:
-    app = make_app(ScriptedEngine(load_delay=1.0))
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: "loading demo" in screen_text(app))
-        await pilot.press(*"typing", "ctrl+t")
-        assert app.screen.query_one(ChatInput).text == "typing"
-        await wait_idle(app, pilot)
-        assert "ready" in screen_text(app)
-
-
-async def test_quit_mid_stream_closes_engine_and_keeps_conversation(make_app: Any, tmp_path: Path) -> None:
-    engine = ScriptedEngine(token_delay=0.2)
-    app = make_app(engine)
-    async with app.run_test(size=SIZE) as pilot:
-        await start_reply(app, pilot)
-        assert app.controller.busy
-        await pilot.press("ctrl+q")
-        await pilot.pause()
-    assert engine.closed
-    saved = tmp_path / "state" / "last-conversation.json"
-    assert saved.is_file() and '"hi"' in saved.read_text()
 
