@@ -127,7 +127,6 @@ def enable_dequantized_prefill(model: nn.Module, keep_bytes: int = 0) -> int:
             keep = size <= budget
             budget -= size if keep else 0
             object.__setattr__(layer, "_keep_dense", keep)
-            object.__setattr__(layer, "_dense", None)
             switched += 1
     return switched
 
@@ -143,11 +142,10 @@ def keep_unpacked_weights(model: nn.Module, should_stop: Callable[[], bool]) -> 
     """
     done = 0
     for _, layer in model.named_modules():
-        if isinstance(layer, _PrefillDequantizedLinear) and getattr(layer, "_keep_dense", False) \
-                and getattr(layer, "_dense", None) is None:
+        if isinstance(layer, _PrefillDequantizedLinear) and layer._keep_dense and layer._dense is None:
             if should_stop():
                 break
-            dense = _unpack(layer["weight"], layer["scales"], layer["biases"], layer.group_size, layer.bits)
+            dense = layer.unpacked()
             mx.eval(dense)  # before it is kept: a failure here leaves the layer as it was
             object.__setattr__(layer, "_dense", dense)
             done += 1
@@ -161,6 +159,11 @@ def _unpackable(layer: nn.QuantizedLinear) -> bool:
 class _PrefillDequantizedLinear(nn.QuantizedLinear):
     """A QuantizedLinear that unpacks its weights for matmuls over many rows (see module doc)."""
 
+    # Set per layer by `enable_dequantized_prefill` / filled by a prefill (object attributes, not
+    # parameters); these class defaults serve layers switched without a budget.
+    _keep_dense = False
+    _dense: mx.array | None = None
+
     def __call__(self, x: mx.array) -> mx.array:
         if x.size // x.shape[-1] < DEQUANTIZE_MIN_ROWS:
             return super().__call__(x)
@@ -169,12 +172,16 @@ class _PrefillDequantizedLinear(nn.QuantizedLinear):
 
     def dense_weight(self) -> mx.array:
         """The unpacked weight: kept from an earlier prefill when the budget allowed, else made now."""
-        dense = getattr(self, "_dense", None)
+        dense = self._dense
         if dense is None:
-            dense = _unpack(self["weight"], self["scales"], self["biases"], self.group_size, self.bits)
-            if getattr(self, "_keep_dense", False):  # filled in by the prefill that evaluates it
+            dense = self.unpacked()
+            if self._keep_dense:  # filled in by the prefill that evaluates it
                 object.__setattr__(self, "_dense", dense)
         return dense
+
+    def unpacked(self) -> mx.array:
+        """The float weight, unpacked now (lazily)."""
+        return _unpack(self["weight"], self["scales"], self["biases"], self.group_size, self.bits)
 
 
 @mx.compile

@@ -30,7 +30,7 @@ class ThreadRoute:
         self.threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() in self.threads and self.handles(*args, **kwargs):
+        if self.handles(*args, **kwargs) and threading.current_thread() in self.threads:
             return self.fast(*args, **kwargs)
         return self.original(*args, **kwargs)
 
@@ -64,7 +64,6 @@ def install_cpu_routes() -> Callable[[], None]:
         return lambda: None
     thread = threading.current_thread()
     routes = _routes()
-    originals = {id(original) for original, _, _ in routes.values()}
     installed: list[ThreadRoute] = []
     for module_name, module in list(sys.modules.items()):
         if not module_name.startswith("mlx_lm.models.") or module is None:
@@ -74,7 +73,7 @@ def install_cpu_routes() -> Callable[[], None]:
             if current is original and module_name not in ("mlx_lm.models.base", "mlx_lm.models.activations"):
                 current = ThreadRoute(original, fast, handles)
                 setattr(module, name, current)
-            if isinstance(current, ThreadRoute) and id(current.original) in originals:
+            if isinstance(current, ThreadRoute):
                 current.threads.add(thread)
                 installed.append(current)
 

@@ -27,7 +27,8 @@ sort is always in the graph, but it sorts an all-zero array when the short list 
 is several times cheaper than sorting real values. Every switched-off filter is left out of the
 graph. On a GPU the core is traced by `mx.compile` once per *structure* (greedy or not, which
 filters are on, N, the size bucket of M): parameter values are array inputs, so changing them
-never recompiles. On a CPU only the shared `exp` kernel is compiled (see `_compile_by_default`).
+never recompiles. On a CPU only small elementwise kernels shared by every plan are compiled (the
+exponential, the entropy terms; see `_compile_by_default`).
 
 On a CPU the other cost is the graph itself: the engine thread spends ~5-10 us handing each MLX
 node to the stream thread, which computes meanwhile, so for small models a token costs about
@@ -257,7 +258,7 @@ def _compile_by_default() -> bool:
     On a GPU the trace is built in milliseconds and fusing saves dozens of kernel launches per
     token. MLX's CPU backend instead builds each fused kernel with a C++ compiler (~1 s apiece,
     3-6 per plan, cached under the temp dir): a first token or a toggled filter would stall for
-    seconds to save ~0.1-0.5 ms per token, so there only the shared `exp` kernel is compiled.
+    seconds to save ~0.1-0.5 ms per token, so there only small shared elementwise kernels are compiled.
     """
     return mx.default_device().type == mx.DeviceType.gpu
 
@@ -294,15 +295,17 @@ class LiveSampler:
         """Whether `step` reads `context` (only the penalties do), so callers can skip building it."""
         return self._penalties is not None
 
-    def step(self, logits: mx.array, context: mx.array) -> tuple[mx.array, mx.array]:
+    def step(self, logits: mx.array, context: mx.array | None) -> tuple[mx.array, mx.array]:
         """Build (token int32 (1,), packed float32 row) for one position; evaluates nothing.
 
-        `context` holds every token id fed to the model so far (penalties read its window).
+        `context` holds every token id fed to the model so far (penalties read its window); None
+        when no penalty is on (`uses_context`).
         Row layout: [id, logprob, sampled_prob, rank, entropy, ids(N), logprobs(N), sampled(N)],
         N = min(candidates, vocab).
         """
         x = logits.astype(mx.float32).reshape(-1)
         if self._penalties is not None:
+            assert context is not None, "penalties need the context (see `uses_context`)"
             x = self._penalties(x, context)
         u = mx.array([self._uniform.getrandbits(24) / (1 << 24)], dtype=mx.float32)  # exact in float32, < 1
         return self._core(

@@ -33,7 +33,6 @@ from engine.textstream import ReplyText
 from engine.worker import TurnControl
 
 
-_NO_CONTEXT = mx.zeros((0,), dtype=mx.int32)  # immutable: what an unpenalised sampler gets
 
 
 @dataclass
@@ -73,7 +72,7 @@ class _Decoder:
         mx.async_eval(token, row)
         return _Pending(token, row, params.candidates)
 
-    def _context(self, fed: mx.array, params: SamplingParams) -> mx.array:
+    def _context(self, fed: mx.array, params: SamplingParams) -> mx.array | None:
         """The ids the penalties look back over: the recorded ids plus `fed`, the ids being fed.
 
         `session.tokens` holds every id fed before `fed` (an id is recorded once read back), so
@@ -82,7 +81,7 @@ class _Decoder:
         """
         assert self.sampler is not None
         if not self.sampler.uses_context:
-            return _NO_CONTEXT
+            return None
         window = params.repetition_context_size
         recent = self.session.tokens[-window:] if window else []
         return mx.concatenate([mx.array(recent, dtype=mx.int32), fed])  # the penalties keep the window
@@ -158,7 +157,7 @@ class _DecodeLoop:
         while True:
             if self.control.cancelled.is_set():
                 return "cancelled"
-            if self.reads:
+            if upcoming is not None:  # not the first token
                 upcoming = decoder.step(pending.token)  # feeds the pending token: pipelining
             row = pending.read()
             token = int(row[0])
