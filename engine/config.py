@@ -42,6 +42,7 @@ __all__ = [
     "format_location",
     "load_config",
     "save_settings",
+    "state_dir",
     "user_config_dir",
     "user_config_path",
 ]
@@ -116,9 +117,20 @@ def default_config_path() -> Path | None:
 
 def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CONFIG_HOME/logitscope``; the XDG spec says to ignore an empty or relative value."""
+    return _xdg_dir(env, "XDG_CONFIG_HOME", Path(".config"))
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/logitscope`` (``~/.local/state`` by default): history (recent models, the
+    last conversation), not settings."""
+    return _xdg_dir(env, "XDG_STATE_HOME", Path(".local", "state"))
+
+
+def _xdg_dir(env: Mapping[str, str] | None, variable: str, fallback: Path) -> Path:
+    """An XDG base directory (an empty or relative value is ignored, as the spec says) / logitscope."""
     env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME", "")
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".config"
+    base = env.get(variable, "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / fallback
     return root / "logitscope"
 
 

@@ -13,13 +13,13 @@ import functools
 import importlib.util
 import io
 import json
-import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal
 
 from engine.api import LoadProgress, ModelLoadError
+from engine.config import state_dir
 
 DEMO_SPEC = "demo"
 Report = Callable[[LoadProgress], None]
@@ -321,14 +321,6 @@ class ModelEntry:
 # The model picker: demo, recently used, and what the Hugging Face cache already holds
 
 _RECENT_LIMIT = 12
-
-
-def state_dir(env: dict[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME/logitscope`` (``~/.local/state`` by default): history, not settings."""
-    env = dict(os.environ) if env is None else env
-    base = env.get("XDG_STATE_HOME", "")
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
-    return root / "logitscope"
 
 
 def _normalise_spec(spec: str) -> str:

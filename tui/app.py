@@ -17,12 +17,12 @@ from textual.app import App
 
 from engine import hub
 from engine.api import EngineAPI
-from engine.config import ConfigError, LoadedConfig, save_settings
+from engine.config import ConfigError, LoadedConfig, save_settings, state_dir
 from tui.bindings import binding_ids, bindings_for
 from tui.commands import LogitscopeCommands
 from tui.controller import ChatController, Post
 from tui.keymap import build_keymap
-from tui.model.store import save_conversation, state_dir
+from tui.model.store import save_conversation
 from tui.screens.chat import ChatScreen
 from tui.screens.help import HelpScreen
 from tui.screens.model_picker import ModelPicker

@@ -6,17 +6,8 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Mapping
 
 from tui.model.conversation import Conversation
-
-
-def state_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME/logitscope`` (``~/.local/state/logitscope`` by default)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_STATE_HOME", "")
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
-    return root / "logitscope"
 
 
 def save_conversation(conversation: Conversation, path: Path) -> None:
