@@ -60,7 +60,12 @@ def cold_logits(path: Path, ids: Sequence[int]) -> np.ndarray:
     return np.array(model(mx.array(list(ids))[None])[0, -1, :].astype(mx.float32))
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax in float64 (an independent reference of the engine's logprobs)."""
+    x = logits.astype(np.float64)
+    return x - (x.max() + np.log(np.exp(x - x.max()).sum()))
+
+
 def cold_logprobs(path: Path, ids: Sequence[int]) -> np.ndarray:
     """log softmax of the logits after `ids`, from a single cache-free forward pass."""
-    logits = cold_logits(path, ids).astype(np.float64)
-    return logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
+    return log_softmax(cold_logits(path, ids))

@@ -26,8 +26,9 @@ async def decode_section(section: Section, name: str, contenders: Contenders, to
     engine_samples: list[float] = []
     plain_samples: list[float] = []
     started = time.perf_counter()
-    round_ = 0
-    while round_ < rounds or (time.perf_counter() - started < min_seconds and round_ < 5 * rounds):
+    for round_ in range(5 * rounds):
+        if round_ >= rounds and time.perf_counter() - started >= min_seconds:
+            break
         order = [0, 1] if round_ % 2 == 0 else [1, 0]
         for who in order:
             if who == 0:
@@ -35,7 +36,6 @@ async def decode_section(section: Section, name: str, contenders: Contenders, to
                 engine_samples.append(timing.decode_tps)
             else:
                 plain_samples.append(plain_decode_tps(contenders, messages, tokens, round_))
-        round_ += 1
     section.add(f"engine decode, 10 candidates ({name})", engine_samples, "tok/s")
     section.add(f"plain mlx-lm generate_step ({name})", plain_samples, "tok/s")
     section.compare(f"engine / plain ({name})", engine_samples, plain_samples, DECODE_TARGETS.get(name.split("-")[0]))

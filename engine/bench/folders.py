@@ -48,9 +48,9 @@ def write_tokenizer(folder: Path, vocab_size: int) -> None:
 
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     room = max(0, vocab_size - len(alphabet) - len(SPECIALS))
-    merges = list(itertools.islice(itertools.product(alphabet, alphabet), room))  # byte pairs, then
-    triples = ((a + b, c) for a, b in list(merges) for c in alphabet)  # pair + byte, for big vocabularies
-    merges += itertools.islice(triples, room - len(merges))
+    pairs = list(itertools.islice(itertools.product(alphabet, alphabet), room))
+    triples = ((a + b, c) for a, b in pairs for c in alphabet)  # pair + byte, for big vocabularies
+    merges = pairs + list(itertools.islice(triples, room - len(pairs)))
     vocab = {symbol: i for i, symbol in enumerate(alphabet)}
     vocab.update({a + b: len(alphabet) + i for i, (a, b) in enumerate(merges)})
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))

@@ -7,11 +7,9 @@ configurations so machine drift spreads evenly over them.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
-from engine.bench.report import Section, alternate
+from engine.bench.report import Section, alternate, run_json_module
 from engine.bench.shapes import shape_named
 
 
@@ -24,13 +22,7 @@ PLAIN_TARGETS: dict[bool, dict[str, float]] = {False: {"prefill_tps": 10.0, "dec
 
 def run_worker(config: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
     """One measurement in a fresh interpreter; raises RuntimeError with the worker's last line."""
-    done = subprocess.run([sys.executable, "-m", "engine.bench.worker", json.dumps(config)],
-                          capture_output=True, text=True, timeout=timeout_s)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"benchmark worker failed: {tail}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_json_module("engine.bench.worker", json.dumps(config), timeout_s=timeout_s)
 
 
 def process_section(section: Section, shape: str, prompt: int, decode: int, rounds: int, budget_s: float) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -129,3 +131,15 @@ def alternate(contenders: dict[str, Callable[[int], float]], rounds: int) -> dic
         for name in names[shift:] + names[:shift]:
             samples[name].append(contenders[name](round_))
     return samples
+
+
+def run_json_module(module: str, *args: str, timeout_s: float) -> dict[str, Any]:
+    """``python -m module *args`` in a fresh interpreter; its last stdout line is the JSON result.
+
+    Raises RuntimeError with the module's last stderr line when it fails.
+    """
+    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result

@@ -8,23 +8,16 @@ a reply streams, and start-up (command -> first painted screen -> loaded model).
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 import time
 from typing import Any
 
-from engine.bench.report import Section
+from engine.bench.report import Section, run_json_module
 
 PROBE = "tui.benchprobe"
 
 
-def _probe(*args: str, timeout_s: float = 300.0) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", PROBE, *args], capture_output=True, text=True, timeout=timeout_s)
-    if done.returncode != 0:
-        raise RuntimeError(f"{PROBE} failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+def _probe(*args: str) -> dict[str, Any]:
+    return run_json_module(PROBE, *args, timeout_s=300.0)
 
 
 def tui_section(section: Section, rounds: int, tokens: int) -> None:
