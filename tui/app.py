@@ -141,7 +141,7 @@ class LogitscopeApp(App[None]):
         which any repaint blocks the event loop for good, so the normal (rendering) exit cannot
         run. A plain signal handler still runs in the main thread: stop the engine's turn, save
         the conversation, and leave at once (the OS frees the model and its thread)."""
-        self.controller.engine.cancel()
+        self.engine.cancel()
         self._save_conversation()
         os._exit(0)
 

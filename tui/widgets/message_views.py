@@ -21,8 +21,6 @@ from tui.model.conversation import Node, Version
 from tui.widgets.render import HeatPalette
 from tui.widgets.token_chunk import TokenChunk
 
-__all__ = ["AssistantView", "TokenChunk", "UserView"]
-
 CHUNK_SOFT = 200  # cut a chunk after a newline once it is this long (never mid-paragraph)
 
 

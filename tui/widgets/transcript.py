@@ -17,7 +17,8 @@ from textual.widget import Widget
 from tui.bindings import bindings_for
 from tui.messages import CandidateChosen, TokenSelected
 from tui.model.conversation import Conversation, Node, Version
-from tui.widgets.message_views import AssistantView, TokenChunk, UserView
+from tui.widgets.message_views import AssistantView, UserView
+from tui.widgets.token_chunk import TokenChunk
 from tui.widgets.render import HeatPalette
 
 
