@@ -16,6 +16,9 @@ Where the library comes from, in order:
 numpy's bundled ``scipy-openblas`` is no use: its symbols are renamed (``scipy_cblas_sgemm``),
 so MLX would never bind to them; every candidate is checked for a plain ``cblas_sgemm``.
 
+With it, MLX's matrix-vector products (every decode step) are sent to OpenBLAS's gemv rather than
+its gemm, which is several times slower for them: see ``engine.gemv_forward``.
+
 Off switch: ``LOGITSCOPE_FAST_BLAS=0`` (or ``enable_fast_blas(enabled=False)``). On macOS this is
 a no-op: MLX uses Accelerate there.
 """
@@ -29,6 +32,8 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+
+from engine import gemv_forward
 
 ENV_SWITCH = "LOGITSCOPE_FAST_BLAS"
 ENV_LIBRARY = "LOGITSCOPE_BLAS_LIB"
@@ -56,6 +61,7 @@ class BlasInfo:
     reason: str
     path: str | None = None
     threads: int | None = None
+    gemv_forward: bool = False  # MLX's mat-vec products go to cblas_sgemv (engine.gemv_forward)
 
 
 class _DlInfo(ctypes.Structure):
@@ -87,12 +93,28 @@ def resolved_cblas_path() -> str | None:
     searched before ``libmlx``'s own dependencies.
     """
     try:
-        process = ctypes.CDLL(None)
-        address = ctypes.cast(process.cblas_sgemm, ctypes.c_void_p).value
+        return _library_of(ctypes.CDLL(None).cblas_sgemm)
     except (AttributeError, OSError):
         return None
+
+
+def forwarded_cblas_path() -> str | None:
+    """The library doing the work behind ``engine.gemv_forward``'s forwarder, if it is the one
+    bound globally (else None): its gemm for matrices, and that library's gemv for vectors."""
+    try:
+        forwarder = ctypes.CDLL(None).logitscope_gemv_forward_target
+    except (AttributeError, OSError):
+        return None
+    forwarder.restype = ctypes.c_void_p
+    return _library_of(forwarder())
+
+
+def _library_of(function: object) -> str | None:
+    """The real path of the shared library that holds a C function (or a bare address)."""
+    address = function if isinstance(function, int) else ctypes.cast(function, ctypes.c_void_p).value
     info = _DlInfo()
-    if not process.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+    if not address or not ctypes.CDLL(None).dladdr(ctypes.c_void_p(address), ctypes.byref(info)) \
+            or not info.dli_fname:
         return None
     return os.path.realpath(info.dli_fname.decode())
 
@@ -148,25 +170,33 @@ def enable_fast_blas(enabled: bool = True, threads: int | None = None) -> BlasIn
 
 def _late_call_info() -> BlasInfo:
     """MLX is already loaded: report whether an earlier call got there in time."""
-    path = resolved_cblas_path()
+    path = forwarded_cblas_path() or resolved_cblas_path()
     if path and "openblas" in Path(path).name.lower():
-        return BlasInfo(True, f"OpenBLAS already active ({path})", path=path)
+        forwarded = forwarded_cblas_path() is not None
+        return BlasInfo(True, f"OpenBLAS already active ({path})", path=path, gemv_forward=forwarded)
     return BlasInfo(False, "too late: mlx was imported before enable_fast_blas(); MLX keeps its slow BLAS")
 
 
 def _try_load(path: str, threads: int, failures: list[str]) -> BlasInfo | None:
-    """Open one candidate globally; None (and a note in ``failures``) if it cannot serve MLX."""
+    """Open one candidate globally; None (and a note in ``failures``) if it cannot serve MLX.
+
+    It is opened locally first: the gemv forwarder must enter the global scope before it, and
+    only once the library is known to load (the forwarder calls into it).
+    """
     try:
-        lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        local = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
     except OSError as exc:
         failures.append(f"{path}: {exc}")
         return None
-    if not hasattr(lib, "cblas_sgemm"):
+    if not hasattr(local, "cblas_sgemm"):
         failures.append(f"{path}: no plain cblas_sgemm symbol (prefixed build)")
         return None
+    forwarding = gemv_forward.install(local)
+    lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)  # promotes the open library to the global scope
     actual = _set_threads(lib, threads)
-    real = os.path.realpath(path) if os.path.sep in path else (resolved_cblas_path() or path)
-    return BlasInfo(True, f"OpenBLAS ({real}, {actual} threads)", path=real, threads=actual)
+    real = os.path.realpath(path) if os.path.sep in path else (_library_of(lib.cblas_sgemm) or path)
+    return BlasInfo(True, f"OpenBLAS ({real}, {actual} threads; gemv forwarding {forwarding.reason})",
+                    path=real, threads=actual, gemv_forward=forwarding.active)
 
 
 def _env_threads() -> int | None:

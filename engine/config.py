@@ -42,6 +42,7 @@ __all__ = [
     "format_location",
     "load_config",
     "save_settings",
+    "cache_dir",
     "state_dir",
     "user_config_dir",
     "user_config_path",
@@ -124,6 +125,11 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME/logitscope`` (``~/.local/state`` by default): history (recent models, the
     last conversation), not settings."""
     return _xdg_dir(env, "XDG_STATE_HOME", Path(".local", "state"))
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/logitscope`` (``~/.cache`` by default): files that can be rebuilt."""
+    return _xdg_dir(env, "XDG_CACHE_HOME", Path(".cache"))
 
 
 def _xdg_dir(env: Mapping[str, str] | None, variable: str, fallback: Path) -> Path:

@@ -129,7 +129,8 @@ class EngineWorker:
 
         session: Session | None = None
         info = enable_fast_blas(self._options.fast_blas)
-        self._blas = f"OpenBLAS ({info.threads} threads)" if info.active else "MLX built-in"
+        gemv = ", gemv" if info.gemv_forward else ""
+        self._blas = f"OpenBLAS ({info.threads} threads{gemv})" if info.active else "MLX built-in"
         self._blas_active = info.active
         try:
             while True:

@@ -109,6 +109,17 @@ def test_a_worker_process_measures_one_configuration() -> None:
     assert result["prefill_tps"] > 0 and result["decode_tps"] > 0 and result["decoded"] == 6
 
 
+def test_a_worker_process_times_the_engine_too() -> None:
+    """Engine mode: the real Engine on a written model folder, a prompt of the asked length."""
+    from engine.bench.process_section import run_worker
+
+    result = run_worker({"shape": "2m", "blas": True, "gemv_forward": True, "dtype": "float32", "prompt": 40,
+                         "decode": 5, "engine": True})
+    assert result["dtype"] == "float32" and result["config"]["engine"] is True
+    assert 40 <= result["prompt_tokens"] <= 44 and result["decoded"] == 5
+    assert result["prefill_tps"] > 0 and result["decode_tps"] > 0
+
+
 def test_bench_models_have_realistic_sizes_and_a_tokenizer_for_every_id(tmp_path: Path) -> None:
     from engine.bench.folders import write_tokenizer
     from engine.bench.shapes import build_model, parameter_count, shape_named
@@ -151,15 +162,18 @@ def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch:
     monkeypatch.setattr(ps, "run_worker", fake_worker)
     section = Section("blas-dtype", "BLAS")
     ps.process_section(section, "2m", 8, 4, 2, 1.0)
-    assert len(seen) == 2 * 5 and {c["shape"] for c in seen} == {"2m"}
+    assert len(seen) == 2 * 6 and {c["shape"] for c in seen} == {"2m"}
     assert sum(bool(c.get("fast_prefill")) for c in seen) == 2 and not any(c.get("two_stream") for c in seen)
+    assert sum(bool(c.get("engine")) for c in seen) == 2
+    assert sum(bool(c.get("gemv_forward")) for c in seen) == 4  # the fast paths and the engine only
     ps.process_section(section, "2m-4bit", 8, 4, 2, 1.0)
-    assert len(seen) == 4 * 5 and sum(bool(c.get("two_stream")) and bool(c.get("keep_bytes")) for c in seen) == 2
+    assert len(seen) == 4 * 6 and sum(bool(c.get("two_stream")) and bool(c.get("keep_bytes")) for c in seen) == 2
     ratios = {r.label: r.stat.median for r in section.ratios}
     assert ratios["prefill: OpenBLAS+float32 / reference BLAS, bfloat16 (2m)"] == pytest.approx(20.0)
     assert ratios["decode: OpenBLAS+float32 / reference BLAS, float32 (2m)"] == pytest.approx(10.0)
     assert "decode: all fast paths / OpenBLAS+float32 (2m-4bit)" in ratios
     targets = {r.label: r.target for r in section.ratios if r.target}
-    assert targets == {"prefill: all fast paths / reference BLAS, bfloat16 (2m)": ">= 10",
-                       "decode: all fast paths / reference BLAS, bfloat16 (2m)": ">= 2",
-                       "decode: all fast paths / reference BLAS, bfloat16 (2m-4bit)": ">= 5"}
+    assert targets == {f"{kind}: {who} / reference BLAS, bfloat16 ({shape})": goal
+                       for who in ("all fast paths", "engine")
+                       for kind, shape, goal in (("prefill", "2m", ">= 10"), ("decode", "2m", ">= 2"),
+                                                 ("decode", "2m-4bit", ">= 5"))}

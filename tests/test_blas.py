@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,17 +23,26 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fast BLAS is Linux-only")
 
 PROBE = """
-import json, sys
-from engine.blas import enable_fast_blas, resolved_cblas_path
+import ctypes, json, sys
+from engine.blas import enable_fast_blas, forwarded_cblas_path, resolved_cblas_path
 info = enable_fast_blas()
 import mlx.core as mx
 a = mx.random.normal((300, 200), key=mx.random.key(1))
 b = mx.random.normal((200, 250), key=mx.random.key(2))
-product = (a @ b).tolist()
+row, column = a[7:8], b[:, 3:4]  # the mat-vec shapes of a decode step: gemm with M = 1 or N = 1
+products = [a @ b, row @ b, a @ column, row @ a.T, b.T @ column, row @ column]
+flat = [value for p in products for value in p.reshape(-1).tolist()]
 maps = open("/proc/self/maps").read()
+try:
+    count = ctypes.CDLL(None).logitscope_gemv_forward_count
+    count.restype = ctypes.c_long
+    forwarded = count()
+except AttributeError:
+    forwarded = None
 json.dump({"active": info.active, "reason": info.reason, "path": info.path, "threads": info.threads,
            "mapped": bool(info.path) and info.path in maps, "resolved": resolved_cblas_path(),
-           "product": product}, sys.stdout)
+           "gemv_forward": info.gemv_forward, "forwarded_to": forwarded_cblas_path(),
+           "forwarded_calls": forwarded, "product": flat}, sys.stdout)
 """
 
 
@@ -46,8 +56,14 @@ def run_probe(code: str = PROBE, **env: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def fast() -> dict:
-    result = run_probe(LOGITSCOPE_FAST_BLAS="1")
+def cache_home(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An empty cache folder: the first probe builds the gemv forwarder from source."""
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def fast(cache_home: str) -> dict:
+    result = run_probe(LOGITSCOPE_FAST_BLAS="1", XDG_CACHE_HOME=cache_home)
     if not result["active"]:
         pytest.skip(f"no usable OpenBLAS on this machine: {result['reason']}")
     return result
@@ -55,17 +71,42 @@ def fast() -> dict:
 
 def test_fast_library_is_mapped_and_resolves_cblas(fast: dict) -> None:
     assert fast["mapped"], "the library enable_fast_blas reported is not mapped in the process"
-    assert fast["resolved"] == fast["path"], "cblas_sgemm does not resolve to the fast library"
     assert "openblas" in Path(fast["path"]).name.lower()
     assert fast["threads"] and fast["threads"] >= 1
+    if fast["gemv_forward"]:  # cblas_sgemm binds to the forwarder, which calls the fast library
+        assert Path(fast["resolved"]).name.startswith("gemv_forward-")
+        assert fast["forwarded_to"] == fast["path"]
+    else:
+        assert fast["resolved"] == fast["path"], "cblas_sgemm does not resolve to the fast library"
+
+
+def test_mat_vecs_are_forwarded_to_gemv(fast: dict) -> None:
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here to build the forwarder")
+    assert fast["gemv_forward"] and "gemv forwarding on" in fast["reason"]
+    assert fast["forwarded_calls"] >= 5  # the five products with a row or a column (maybe more: warm-up)
+
+
+def test_forwarding_switch_leaves_plain_openblas(fast: dict, cache_home: str) -> None:
+    plain = run_probe(LOGITSCOPE_GEMV_FORWARD="0", XDG_CACHE_HOME=cache_home)
+    assert plain["active"] and not plain["gemv_forward"]
+    assert plain["resolved"] == plain["path"] and plain["forwarded_calls"] is None
+    assert "gemv forwarding off" in plain["reason"]
+    worst = max(abs(x - y) / (abs(y) + 1.0) for x, y in zip(fast["product"], plain["product"]))
+    assert worst < 1e-5
+
+
+def test_no_compiler_still_gives_openblas(fast: dict, tmp_path: Path) -> None:
+    result = run_probe(CC=str(tmp_path / "no-such-cc"), XDG_CACHE_HOME=str(tmp_path))
+    assert result["active"] and not result["gemv_forward"]
+    assert "no C compiler" in result["reason"] and "\n" not in result["reason"]
 
 
 def test_fast_and_reference_blas_agree(fast: dict) -> None:
     slow = run_probe(LOGITSCOPE_FAST_BLAS="0")
     assert not slow["active"] and not slow["mapped"]
     assert slow["resolved"] is None or "openblas" not in Path(slow["resolved"]).name.lower()
-    worst = max(abs(x - y) / (abs(y) + 1.0) for fr, sr in zip(fast["product"], slow["product"])
-                for x, y in zip(fr, sr))
+    worst = max(abs(x - y) / (abs(y) + 1.0) for x, y in zip(fast["product"], slow["product"]))
     assert worst < 1e-4
 
 

@@ -5,14 +5,17 @@ so "BLAS on vs off" needs two processes; doing every per-config measurement this
 one config's allocator cache and thread state from leaking into the next.
 
 Config keys: shape ("30m", "qwen0.5b", ...), blas (bool), threads (OpenBLAS threads, or null),
-dtype (a compute dtype setting), prompt (tokens), decode (tokens), prefill_step, cache_limit_mb
-(null = MLX default), dequant_prefill, keep_bytes, two_stream and fast_prefill (the fast
-paths of engine.dtype, engine.parallel and engine.routing), budget_s (stop decoding early past this). Prints one JSON line: prefill
-tok/s, decode tok/s, the active BLAS and dtype.
+gemv_forward (bool, default off: engine.gemv_forward), dtype (a compute dtype setting), prompt
+(tokens), decode (tokens), prefill_step, cache_limit_mb (null = MLX default), dequant_prefill,
+keep_bytes, two_stream and fast_prefill (the fast paths of engine.dtype, engine.parallel and
+engine.routing), budget_s (stop decoding early past this), and engine (bool: time logitscope's
+own Engine, which applies every fast path itself, instead of plain mlx-lm). Prints one JSON
+line: prefill tok/s, decode tok/s, the active BLAS and dtype.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -20,14 +23,20 @@ import time
 from typing import Any
 
 from engine.blas import enable_fast_blas
+from engine.gemv_forward import ENV_SWITCH as GEMV_SWITCH
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
     """Measure plain mlx-lm ``generate_step`` prefill and decode speed for one configuration."""
     if config.get("threads"):
         os.environ["OPENBLAS_NUM_THREADS"] = str(config["threads"])
+    os.environ[GEMV_SWITCH] = "1" if config.get("gemv_forward") else "0"
     blas = enable_fast_blas(enabled=bool(config.get("blas", True)))
     import mlx.core as mx  # only now: the BLAS choice above must come first
+
+    if config.get("engine"):
+        return {**asyncio.run(_engine_generate(config)), "blas": blas.reason, "blas_active": blas.active,
+                "config": config}
 
     from engine.bench.shapes import build_model, shape_named
     from engine.dtype import apply_compute_dtype, choose_compute_dtype, enable_dequantized_prefill
@@ -77,6 +86,59 @@ def _generate(model: Any, config: dict[str, Any]) -> dict[str, Any]:
     assert first is not None
     return {"prefill_tps": prompt.size / (first - start), "ttft_s": first - start,
             "decode_tps": (count - 1) / (end - first) if count > 1 else 0.0, "decoded": count}
+
+
+async def _engine_generate(config: dict[str, Any]) -> dict[str, Any]:
+    """The same measurement through logitscope's Engine: a chat prompt of about `prompt` tokens
+    (one per character with the bench tokenizer), then decoding with 10 candidates per token."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.api import GenerateRequest, Message
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
+    from engine.bench.turns import engine_turn, params
+    from engine.client import Engine
+
+    shape = shape_named(config["shape"])
+    with tempfile.TemporaryDirectory() as folder:
+        write_model_folder(Path(folder), shape, build_model(shape))
+        engine = Engine(compute_dtype=str(config.get("dtype", "auto")))
+        try:
+            info = await engine.load(folder)
+            size = int(config.get("prompt", 128))
+            # Warm up at the measured prompt length (new shapes cost a one-time trace), other text.
+            await engine_turn(engine, GenerateRequest((Message("user", _text_of_tokens(folder, size, 0)),), params(8, 0)))
+            text = _text_of_tokens(folder, size, 1)
+            turn = await engine_turn(engine, GenerateRequest((Message("user", text),),
+                                                             params(int(config.get("decode", 64)), 1)))
+        finally:
+            await engine.close()
+    prompt = turn.finished.prompt_tokens
+    return {"prefill_tps": prompt / turn.ttft_s, "ttft_s": turn.ttft_s, "decode_tps": turn.decode_tps,
+            "decoded": len(turn.tokens), "prompt_tokens": prompt, "dtype": info.dtype}
+
+
+def _text_of_tokens(folder: str, tokens: int, seed: int) -> str:
+    """Random words whose chat prompt is `tokens` long (or just over), with the folder's tokenizer:
+    the shortest such text, by bisection on its length in characters."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from engine.bench.turns import words
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+
+    def prompt_tokens(chars: int) -> int:
+        message = [{"role": "user", "content": words(chars, random.Random(seed))}]
+        return len(tokenizer.apply_chat_template(message, add_generation_prompt=True, return_dict=False))
+
+    low, high = 1, 8 * tokens  # a character is at most one token, a token at most 8 characters here
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if prompt_tokens(middle) >= tokens else (middle + 1, high)
+    return words(low, random.Random(seed))
 
 
 def _warm_up(model: Any, sampler: Any, vocab: int) -> None:
