@@ -114,7 +114,7 @@ def _real_engine(config: Config) -> EngineAPI:
 
     model = config.model
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
-                  fast_prefill=model.fast_prefill)
+                  fast_layers=model.fast_layers)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,11 +28,11 @@ class Engine:
     """Local MLX inference with a KV cache reused across turns (see `engine.api.EngineAPI`)."""
 
     def __init__(
-        self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto", fast_prefill: bool = True
+        self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto", fast_layers: bool = True
     ) -> None:
         """`max_context` caps the context below the model's own limit (0 = the model's limit);
-        `fast_blas`, `compute_dtype` and `fast_prefill` are described in `engine.worker.EngineOptions`."""
-        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_prefill)
+        `fast_blas`, `compute_dtype` and `fast_layers` are described in `engine.worker.EngineOptions`."""
+        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers)
         self._worker: EngineWorker | None = None  # started on first use
         self._model: ModelInfo | None = None
         self._turns: list[TurnControl] = []  # turns submitted and not yet finished

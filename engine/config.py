@@ -60,7 +60,7 @@ class ModelConfig:
     max_context: int = 0  # stop a conversation at this many tokens (0 = the model's limit)
     compute_dtype: str = "auto"  # one of COMPUTE_DTYPES; "auto" = fastest on this machine
     fast_blas: bool = True  # load OpenBLAS into MLX on Linux CPUs
-    fast_prefill: bool = True  # faster prompt reading on CPUs: attention and SwiGLU (engine.routing)
+    fast_layers: bool = True  # CPU fast paths: prompt attention, SwiGLU, RoPE, RMSNorm (engine.routing)
 
 
 @dataclass(frozen=True)

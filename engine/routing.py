@@ -1,11 +1,13 @@
 """Route functions that mlx-lm's models call to faster CPU versions, on chosen threads only.
 
 mlx-lm's model modules call helpers they imported by name: `scaled_dot_product_attention` from
-`mlx_lm.models.base`, `swiglu` from `mlx_lm.models.activations`. `install_cpu_routes` swaps that
-name, in every loaded model module, for a `ThreadRoute`: on the threads registered with it, and
-for the calls its predicate accepts (multi-token prefill calls with inputs the fast version
-computes exactly like the original), it calls the fast version; everything else goes to the
-original. Other threads in the process (a benchmark's plain mlx-lm, say) are never affected.
+`mlx_lm.models.base`, `swiglu` from `mlx_lm.models.activations`; their rotary embeddings and
+norms are `mlx.nn.RoPE` and `mlx.nn.RMSNorm` modules. `install_cpu_routes` swaps each name, in
+every loaded model module (and each layer class's `__call__`), for a `ThreadRoute`: on the
+threads registered with it, and for the calls its predicate accepts (calls the fast version
+computes exactly like the original: prefill calls for attention and SwiGLU, decode ones too for
+the layers), it calls the fast version; everything else goes to the original. Other threads in
+the process (a benchmark's plain mlx-lm, say) are never affected.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import weakref
 from typing import Any, Callable
 
 import mlx.core as mx
+import mlx.nn as nn
 
 
 class ThreadRoute:
@@ -54,9 +57,37 @@ def _handles_swiglu(gate: mx.array, x: mx.array) -> bool:
         and mx.issubdtype(gate.dtype, mx.floating)
 
 
+def _route_method(cls: type, fast: Callable[..., Any], handles: Callable[..., bool],
+                  thread: threading.Thread) -> ThreadRoute:
+    """Send `thread`'s calls of `cls.__call__` that `handles` accepts to `fast(module, *args)`.
+
+    The class is patched once per process; later installs only register their thread.
+    """
+    route = getattr(cls.__call__, "route", None)
+    if not isinstance(route, ThreadRoute):
+        route = ThreadRoute(cls.__call__, fast, handles)
+
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return route(self, *args, **kwargs)
+
+        __call__.route = route  # type: ignore[attr-defined]
+        cls.__call__ = __call__  # type: ignore[method-assign]
+    route.threads.add(thread)
+    return route
+
+
+def _class_routes() -> list[tuple[type, Callable[..., Any], Callable[..., bool]]]:
+    """(mlx.nn layer class, its fast call, which calls it takes): layers whose CPU fallbacks are
+    separate ops that the fast versions fuse (decode included: there every dispatch counts)."""
+    from engine.norms import handles_rms_norm, rms_norm
+    from engine.rope import RopeTables, handles_rope
+
+    return [(nn.RoPE, RopeTables().rope, handles_rope), (nn.RMSNorm, rms_norm, handles_rms_norm)]
+
+
 def install_cpu_routes() -> Callable[[], None]:
-    """Route this thread's prefill attention and SwiGLU in every loaded mlx-lm model module to
-    the fast CPU versions; returns the function that routes them back. No-op off the CPU.
+    """Route this thread's prefill attention, SwiGLU and rotary embeddings in every loaded mlx-lm
+    model to the fast CPU versions; returns the function that routes them back. No-op off the CPU.
 
     Call after the model is loaded (its module must be imported), on the thread that runs it.
     """
@@ -76,6 +107,8 @@ def install_cpu_routes() -> Callable[[], None]:
             if isinstance(current, ThreadRoute):
                 current.threads.add(thread)
                 installed.append(current)
+
+    installed.extend(_route_method(cls, fast, handles, thread) for cls, fast, handles in _class_routes())
 
     def uninstall() -> None:
         for route in installed:

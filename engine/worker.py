@@ -83,7 +83,7 @@ class EngineOptions:
     max_context: int = 0  # cap below the model's own context; 0 = the model's limit
     fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.blas)
     compute_dtype: str = "auto"  # see engine.dtype.choose_compute_dtype
-    fast_prefill: bool = True  # CPU prefill attention and SwiGLU (engine.routing)
+    fast_layers: bool = True  # CPU prompt attention and SwiGLU, fused RoPE and RMSNorm (engine.routing)
 
 
 class EngineWorker:
@@ -164,7 +164,7 @@ class EngineWorker:
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
-            _tune_for_cpu(loaded.model, self._blas_active, self._options.fast_prefill)
+            _tune_for_cpu(loaded.model, self._blas_active, self._options.fast_layers)
             limit = _context_limit(loaded.model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
@@ -194,14 +194,14 @@ class EngineWorker:
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
 
 
-def _tune_for_cpu(model: Any, blas_active: bool, fast_prefill: bool) -> None:
+def _tune_for_cpu(model: Any, blas_active: bool, fast_layers: bool) -> None:
     """The measured CPU wins (BENCHMARKS.md); each keeps results exact or within float32 rounding.
 
     With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain without
     one), keeping the unpacked weights of up to 1/8 of physical memory; big quantized layers
-    split their decode mat-vecs over two CPU streams (both cores); prefill attention and SwiGLU
-    take `engine.routing`'s fast paths on this thread. The first two are no-ops for unquantized
-    models, and all three are no-ops on a GPU.
+    split their decode mat-vecs over two CPU streams (both cores); prefill attention and SwiGLU,
+    and RoPE and RMSNorm, take `engine.routing`'s fast paths on this thread. The first two are
+    no-ops for unquantized models, and all three are no-ops on a GPU.
     """
     from engine.dtype import enable_dequantized_prefill
     from engine.parallel import enable_two_stream_decode
@@ -210,7 +210,7 @@ def _tune_for_cpu(model: Any, blas_active: bool, fast_prefill: bool) -> None:
     if blas_active:
         enable_dequantized_prefill(model, keep_bytes=_memory_bytes() // 8)
     enable_two_stream_decode(model)
-    if fast_prefill:
+    if fast_layers:
         install_cpu_routes()  # for this thread while it lives (later models too)
 
 

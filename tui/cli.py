@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         m = loaded.config.model
         engine = Engine(max_context=m.max_context, fast_blas=m.fast_blas, compute_dtype=m.compute_dtype,
-                        fast_prefill=m.fast_prefill)
+                        fast_layers=m.fast_layers)
     app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)  # type: ignore[arg-type]
     tune_gc_for_streaming()
     app.run()

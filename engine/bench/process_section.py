@@ -42,7 +42,7 @@ def process_section(section: Section, shape: str, prompt: int, decode: int, roun
     }
     quantized = shape_named(shape).bits is not None
     fast_name, engine_name = "all of logitscope's fast paths", "logitscope's engine, 10 candidates"
-    configs[fast_name] = {**configs["OpenBLAS, float32"], "fast_prefill": True, "gemv_forward": True}
+    configs[fast_name] = {**configs["OpenBLAS, float32"], "fast_layers": True, "gemv_forward": True}
     if quantized:
         configs[fast_name].update(dequant_prefill=True, keep_bytes=KEEP_BYTES, two_stream=True)
     configs[engine_name] = {**configs["OpenBLAS, float32"], "gemv_forward": True, "engine": True}

@@ -7,7 +7,7 @@ one config's allocator cache and thread state from leaking into the next.
 Config keys: shape ("30m", "qwen0.5b", ...), blas (bool), threads (OpenBLAS threads, or null),
 gemv_forward (bool, default off: engine.gemv_forward), dtype (a compute dtype setting), prompt
 (tokens), decode (tokens), prefill_step, cache_limit_mb (null = MLX default), dequant_prefill,
-keep_bytes, two_stream and fast_prefill (the fast paths of engine.dtype, engine.parallel and
+keep_bytes, two_stream and fast_layers (the fast paths of engine.dtype, engine.parallel and
 engine.routing), budget_s (stop decoding early past this), and engine (bool: time logitscope's
 own Engine, which applies every fast path itself, instead of plain mlx-lm). Prints one JSON
 line: prefill tok/s, decode tok/s, the active BLAS and dtype.
@@ -51,7 +51,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         from engine.parallel import enable_two_stream_decode
 
         enable_two_stream_decode(model)
-    if config.get("fast_prefill"):
+    if config.get("fast_layers"):
         from engine.routing import install_cpu_routes
 
         install_cpu_routes()

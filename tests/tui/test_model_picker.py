@@ -178,9 +178,9 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("LOGITSCOPE_FAKE_ENGINE", raising=False)
     config = tmp_path / "c.toml"
     config.write_text('[model]\nmax_context = 1234\nfast_blas = false\ncompute_dtype = "float16"\n'
-                      "trust_remote_code = true\nfast_prefill = false\n", encoding="utf-8")
+                      "trust_remote_code = true\nfast_layers = false\n", encoding="utf-8")
     assert cli.main(["--config", str(config)]) == 0
-    assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16", "fast_prefill": False}]
+    assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16", "fast_layers": False}]
     assert ran == [True]
 
 

@@ -171,7 +171,7 @@ async def test_engine_statistics_are_unchanged_by_the_fast_path(
 async def test_switched_off_the_engine_keeps_mlx_attention(chatml_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     used: list[str] = []
     monkeypatch.setattr(attention, "prefill_attention", lambda *args: used.append("fast"))  # would break the turn
-    engine = Engine(fast_prefill=False)
+    engine = Engine(fast_layers=False)
     try:
         await engine.load(str(chatml_model))
         events, finished = await run(engine, [Message("user", "the cat sat on the mat")])
