@@ -32,6 +32,7 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from engine import gemv_forward
 
@@ -93,7 +94,7 @@ def resolved_cblas_path() -> str | None:
     searched before ``libmlx``'s own dependencies.
     """
     try:
-        return _library_of(ctypes.CDLL(None).cblas_sgemm)
+        return _library_of(_address(ctypes.CDLL(None).cblas_sgemm))
     except (AttributeError, OSError):
         return None
 
@@ -109,9 +110,13 @@ def forwarded_cblas_path() -> str | None:
     return _library_of(forwarder())
 
 
-def _library_of(function: object) -> str | None:
-    """The real path of the shared library that holds a C function (or a bare address)."""
-    address = function if isinstance(function, int) else ctypes.cast(function, ctypes.c_void_p).value
+def _address(function: Any) -> int | None:
+    """A ctypes function's address in memory."""
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+def _library_of(address: int | None) -> str | None:
+    """The real path of the shared library that holds the code at `address`."""
     info = _DlInfo()
     if not address or not ctypes.CDLL(None).dladdr(ctypes.c_void_p(address), ctypes.byref(info)) \
             or not info.dli_fname:
@@ -194,7 +199,7 @@ def _try_load(path: str, threads: int, failures: list[str]) -> BlasInfo | None:
     forwarding = gemv_forward.install(local)
     lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)  # promotes the open library to the global scope
     actual = _set_threads(lib, threads)
-    real = os.path.realpath(path) if os.path.sep in path else (_library_of(lib.cblas_sgemm) or path)
+    real = os.path.realpath(path) if os.path.sep in path else (_library_of(_address(lib.cblas_sgemm)) or path)
     return BlasInfo(True, f"OpenBLAS ({real}, {actual} threads; gemv forwarding {forwarding.reason})",
                     path=real, threads=actual, gemv_forward=forwarding.active)
 

@@ -102,13 +102,16 @@ def _needs_cast(array: mx.array, target: mx.Dtype) -> bool:
 # Below this many rows (tokens in one forward pass) MLX's quantized mat-vec beats unpacking the
 # weights; measured crossover on a 896x4864 layer is 8-16 rows (BENCHMARKS.md).
 DEQUANTIZE_MIN_ROWS = 8
+# Decoding uses a layer's kept unpacked weight from this many weights up (see `kept_for_decode`).
+DENSE_DECODE_MIN_WEIGHTS = 1 << 19
 _UNPACKABLE_BITS = (2, 4, 8)  # widths that tile a uint32 exactly
 
 
 def enable_dequantized_prefill(model: nn.Module, keep_bytes: int = 0) -> int:
     """Make multi-row calls of the model's 4/8/2-bit affine linears go through BLAS; return how many.
 
-    Decoding (one row) keeps MLX's quantized kernel. Only exact `nn.QuantizedLinear` layers are
+    Decoding (one row) keeps MLX's quantized kernel, except on big layers whose unpacked weights
+    are kept (`_PrefillDequantizedLinear.kept_for_decode`). Only exact `nn.QuantizedLinear` layers are
     switched (their class is swapped in place, so parameters, freezing and saving are untouched);
     others keep their own kernels.
 
@@ -165,10 +168,24 @@ class _PrefillDequantizedLinear(nn.QuantizedLinear):
     _dense: mx.array | None = None
 
     def __call__(self, x: mx.array) -> mx.array:
-        if x.size // x.shape[-1] < DEQUANTIZE_MIN_ROWS:
-            return super().__call__(x)
-        y = x @ self.dense_weight().astype(x.dtype).T
+        if x.size // x.shape[-1] >= DEQUANTIZE_MIN_ROWS:
+            return self.dense_call(x, self.dense_weight())
+        kept = self.kept_for_decode()
+        return super().__call__(x) if kept is None else self.dense_call(x, kept)
+
+    def dense_call(self, x: mx.array, dense: mx.array) -> mx.array:
+        y = x @ dense.astype(x.dtype).T
         return y + self["bias"] if "bias" in self else y
+
+    def kept_for_decode(self) -> mx.array | None:
+        """The kept unpacked weight, if this layer is big enough for decoding to use it too.
+
+        A float32 mat-vec (BLAS gemv, memory-bound) beats MLX's CPU quantized mat-vec (bound by
+        its unpacking) on big layers: Qwen2.5-0.5B-shaped decode 270 -> 216 ms per token with
+        every kept layer; on a 30M model's small layers it lost 5%, hence the size floor.
+        """
+        dense = self._dense
+        return dense if dense is not None and dense.size >= DENSE_DECODE_MIN_WEIGHTS else None
 
     def dense_weight(self) -> mx.array:
         """The unpacked weight: kept from an earlier prefill when the budget allowed, else made now."""

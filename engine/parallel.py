@@ -66,11 +66,12 @@ def _rows(array: mx.array | None, start: int, stop: int | None) -> mx.array | No
 
 
 class _TwoStreamLinear(_PrefillDequantizedLinear):
-    """Decode (few rows): two streams. Prefill (many rows): dequantize + BLAS, as in the parent."""
+    """Decode (few rows): two streams, unless the parent kept unpacked weights decoding may use.
+    Prefill (many rows): dequantize + BLAS, as in the parent."""
 
     def __call__(self, x: mx.array) -> mx.array:
-        if x.size // x.shape[-1] >= DEQUANTIZE_MIN_ROWS:
-            return super().__call__(x)
+        if x.size // x.shape[-1] >= DEQUANTIZE_MIN_ROWS or self.kept_for_decode() is not None:
+            return super().__call__(x)  # BLAS on unpacked weights (its threads use both cores)
         y = _split_matmul(self, x)
         return y + self["bias"] if "bias" in self else y
 

@@ -104,7 +104,7 @@ def run_turn(
             session.check()
             return loop.finished(prompt, reused, started, "cancelled", fed=len(session.tokens) - reused)
         decoder = _Decoder(session, control)
-        pending = decoder.step(mx.array(last, dtype=mx.int32))
+        pending = decoder.step(mx.array(list(last), dtype=mx.int32))
         session.tokens.extend(last)
         reason = loop.run(decoder, pending)
     session.check()

@@ -69,3 +69,18 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 def cold_logprobs(path: Path, ids: Sequence[int]) -> np.ndarray:
     """log softmax of the logits after `ids`, from a single cache-free forward pass."""
     return log_softmax(cold_logits(path, ids))
+
+
+def spy_threads(monkeypatch: Any, owner: Any, name: str) -> list[str]:
+    """Wrap `owner.name` so each call records the calling thread's name; returns that list."""
+    import threading
+
+    real = getattr(owner, name)
+    seen: list[str] = []
+
+    def spying(*args: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(owner, name, spying)
+    return seen

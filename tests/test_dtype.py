@@ -211,3 +211,34 @@ def test_two_stream_decode_is_exact_and_only_splits_big_layers() -> None:
     assert {_TwoStreamLinear, _TwoStreamEmbedding} <= kinds and nn.QuantizedLinear not in kinds
     assert mx.array_equal(model(tokens[:, :1]), step).item()  # same kernel, halves of the rows
     assert mx.allclose(model(tokens), prefill, atol=1e-4, rtol=1e-4).item()  # the BLAS prefill path
+
+
+@pytest.mark.parametrize("two_stream", [False, True])
+def test_decoding_uses_kept_weights_of_big_layers_only(monkeypatch: pytest.MonkeyPatch, two_stream: bool) -> None:
+    """A kept unpacked weight serves one-row calls too, from the size floor up; small layers and
+    layers without a kept weight stay on MLX's quantized kernel. Same logits either way."""
+    from engine import dtype
+    from engine.parallel import enable_two_stream_decode
+
+    model = _tiny("qwen2", seed=6, quantized=True)
+    apply_compute_dtype(model, "float32")
+    step = mx.random.randint(0, 256, (1, 1), key=mx.random.key(9))
+    reference = model(step)
+    enable_dequantized_prefill(model, keep_bytes=1 << 40)
+    if two_stream:  # the engine's order (engine.worker._tune_for_cpu): gate and up become two-stream
+        enable_two_stream_decode(model, min_outputs=128)
+    keep_unpacked_weights(model, lambda: False)
+    layers = [layer for _, layer in model.named_modules() if isinstance(layer, dtype._PrefillDequantizedLinear)]
+    big = [layer for layer in layers if layer["scales"].size * layer.group_size >= 64 * 128]  # gate, up, down
+    monkeypatch.setattr(dtype, "DENSE_DECODE_MIN_WEIGHTS", 64 * 128)
+    used: list[int] = []
+    real = dtype._PrefillDequantizedLinear.dense_call
+
+    def spying(self: dtype._PrefillDequantizedLinear, x: mx.array, dense: mx.array) -> mx.array:
+        used.append(id(self))
+        return real(self, x, dense)
+
+    monkeypatch.setattr(dtype._PrefillDequantizedLinear, "dense_call", spying)
+    got = model(step)
+    assert sorted(used) == sorted(id(layer) for layer in big) and len(big) == 3 * 2
+    assert mx.allclose(got, reference, atol=1e-4, rtol=1e-4).item()

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_helpers import GREEDY, cold_logprobs, run
+from engine_helpers import GREEDY, cold_logprobs, run, spy_threads
 
 import mlx.core as mx
 from engine import attention, fastmath, routing
@@ -146,14 +146,7 @@ async def test_engine_statistics_are_unchanged_by_the_fast_path(
 ) -> None:
     """A long prompt is prefilled through the fast path on the engine thread; its logprobs match
     an independent forward pass through MLX's own attention."""
-    used: list[str] = []
-    fast = attention.prefill_attention
-
-    def spying(*args: Any) -> mx.array:
-        used.append(threading.current_thread().name)
-        return fast(*args)
-
-    monkeypatch.setattr(attention, "prefill_attention", spying)
+    used = spy_threads(monkeypatch, attention, "prefill_attention")
     await engine.load(str(chatml_model))
     conversation = [Message("user", " ".join(["the cat sat on the mat and the dog ran"] * 20))]
     events, finished = await run(engine, conversation, GREEDY.with_changes(max_tokens=4))

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import pytest
+from engine_helpers import spy_threads
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -79,14 +80,7 @@ def test_layer_routes_serve_registered_threads_only(monkeypatch: pytest.MonkeyPa
     """Install on a worker thread: its calls go to the fused versions, this thread's do not."""
     from engine import norms
 
-    seen: list[str] = []
-    fused = norms.rms_norm_compiled
-
-    def spying(*args: Any) -> mx.array:
-        seen.append(threading.current_thread().name)
-        return fused(*args)
-
-    monkeypatch.setattr(norms, "rms_norm_compiled", spying)
+    seen = spy_threads(monkeypatch, norms, "rms_norm_compiled")
     module, x = nn.RMSNorm(8), mx.arange(8, dtype=mx.float32).reshape(1, 1, 8)
     mx.eval(module.parameters(), x)
     results: dict[str, mx.array] = {}
