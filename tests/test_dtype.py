@@ -242,3 +242,36 @@ def test_decoding_uses_kept_weights_of_big_layers_only(monkeypatch: pytest.Monke
     got = model(step)
     assert sorted(used) == sorted(id(layer) for layer in big) and len(big) == 3 * 2
     assert mx.allclose(got, reference, atol=1e-4, rtol=1e-4).item()
+
+
+def test_a_tied_quantized_head_keeps_its_unpacked_weight_when_the_budget_allows() -> None:
+    from engine.dtype import _DenseHeadEmbedding
+
+    tokens = mx.random.randint(0, 256, (1, 12), key=mx.random.key(3))
+    model = _tiny("qwen2", seed=6, quantized=True)  # tied: the embedding is the output head
+    apply_compute_dtype(model, "float32")
+    reference, reference_one = model(tokens), model(tokens[:, :1])
+    linears = [layer for _, layer in model.named_modules() if type(layer) is nn.QuantizedLinear]
+    layers_only = sum(layer["scales"].size * layer.group_size * 4 for layer in linears)
+    enable_dequantized_prefill(model, keep_bytes=layers_only)  # no room left for the head
+    assert type(model.model.embed_tokens) is nn.QuantizedEmbedding
+
+    model = _tiny("qwen2", seed=6, quantized=True)
+    apply_compute_dtype(model, "float32")
+    assert enable_dequantized_prefill(model, keep_bytes=1 << 40) == 2 * 7 + 1  # the layers, then the head
+    head = model.model.embed_tokens
+    assert type(head) is _DenseHeadEmbedding
+    order: list[bool] = []
+    keep_unpacked_weights(model, lambda: len(order.append(head._dense is not None) or order) > 2 * 7)
+    assert head._dense is None and not any(order)  # the head comes last: stopped before it
+    keep_unpacked_weights(model, lambda: False)
+    assert head._dense is not None
+    assert mx.allclose(model(tokens[:, :1]), reference_one, atol=1e-4, rtol=1e-4).item()
+    assert mx.allclose(model(tokens), reference, atol=1e-4, rtol=1e-4).item()
+    assert mx.array_equal(head(tokens), nn.QuantizedEmbedding.__call__(head, tokens)).item()  # lookups: packed
+
+
+def test_an_untied_model_keeps_its_embedding_packed() -> None:
+    model = _tiny("llama", seed=4, quantized=True)  # its own lm_head
+    enable_dequantized_prefill(model, keep_bytes=1 << 40)
+    assert type(model.model.embed_tokens) is nn.QuantizedEmbedding
