@@ -177,3 +177,12 @@ def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch:
                        for who in ("all fast paths", "engine")
                        for kind, shape, goal in (("prefill", "2m", ">= 10"), ("decode", "2m", ">= 2"),
                                                  ("decode", "2m-4bit", ">= 5"))}
+
+
+def test_shapes_choose_the_blas_section_models_too() -> None:
+    from engine.bench.cli import make_plan, parser
+
+    assert make_plan(parser().parse_args([])).process_shapes == ("30m-4bit", "30m")
+    assert make_plan(parser().parse_args(["--quick"])).process_shapes == ("2m-4bit", "2m")
+    chosen = make_plan(parser().parse_args(["--shapes", "qwen0.5b-bf16"]))
+    assert chosen.process_shapes == chosen.shapes == ("qwen0.5b-bf16",)

@@ -32,7 +32,7 @@ class Plan:
     reply_tokens: int
     sampler_vocabs: tuple[int, ...]
     sampler_iterations: int
-    process_shapes: tuple[str, ...]  # a 4-bit and an unquantized model
+    process_shapes: tuple[str, ...]  # a 4-bit and an unquantized model, unless --shapes says
     process_prompt: int
     process_decode: int
     process_budget_s: float
@@ -52,7 +52,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
         reply_tokens=24 if quick else 100,
         sampler_vocabs=(32000, 151936),
         sampler_iterations=10 if quick else 40,
-        process_shapes=("2m-4bit", "2m") if quick else ("30m-4bit", "30m"),
+        process_shapes=tuple(args.shapes.split(",")) if args.shapes else ("2m-4bit", "2m") if quick
+        else ("30m-4bit", "30m"),
         process_prompt=32 if quick else 128,
         process_decode=16 if quick else 48,
         process_budget_s=5.0 if quick else 10.0,
@@ -72,7 +73,8 @@ def parser() -> argparse.ArgumentParser:
                    help="dtype the built-in models are saved in (hub models ship bfloat16)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--shapes", metavar="LIST",
-                   help="built-in random-weight models to use, e.g. 2m,30m,30m-4bit,qwen0.5b (4-bit)")
+                   help="built-in random-weight models to use, e.g. 2m,30m,30m-4bit,qwen0.5b (4-bit), "
+                        "qwen0.5b-bf16 (all sections, the BLAS one included)")
     p.add_argument("--sections", metavar="LIST", help=f"comma-separated subset of: {','.join(SECTIONS)}")
     return p
 

@@ -27,7 +27,8 @@ from engine.gemv_forward import ENV_SWITCH as GEMV_SWITCH
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
-    """Measure plain mlx-lm ``generate_step`` prefill and decode speed for one configuration."""
+    """Measure prefill and decode speed for one configuration: plain mlx-lm's ``generate_step``
+    on the configured model, or (``engine``) logitscope's Engine on the same shape."""
     if config.get("threads"):
         os.environ["OPENBLAS_NUM_THREADS"] = str(config["threads"])
     os.environ[GEMV_SWITCH] = "1" if config.get("gemv_forward") else "0"
@@ -89,8 +90,8 @@ def _generate(model: Any, config: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _engine_generate(config: dict[str, Any]) -> dict[str, Any]:
-    """The same measurement through logitscope's Engine: a chat prompt of about `prompt` tokens
-    (one per character with the bench tokenizer), then decoding with 10 candidates per token."""
+    """The same measurement through logitscope's Engine: a chat prompt of `prompt` tokens (or
+    just over), then decoding with 10 candidates per token; a turn at that length warms up first."""
     import tempfile
     from pathlib import Path
 
