@@ -377,3 +377,11 @@ async def test_keymap_rebinds_a_real_binding() -> None:
         await pilot.press("ctrl+b")
         await pilot.pause()
     assert app.count == 1
+
+
+def test_a_renamed_setting_names_its_new_name(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", "[model]\nfast_prefill = false\n")
+    loaded = load_config(path)
+    assert list(loaded.problems) == [f"{path}:2: [model] fast_prefill: renamed: call it fast_layers "
+                               "(this value was not used); ignored"]
+    assert loaded.config.model.fast_layers is True
