@@ -17,6 +17,7 @@ per-sequence offsets) keeps MLX's path. Wired in by `engine.routing` like the at
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import mlx.core as mx
@@ -40,27 +41,29 @@ class RopeTables:
     """The cosines and sines of the latest positions asked for, kept for the next calls.
 
     One forward pass asks for the same (length, offset, ...) in every layer; the next pass asks
-    for new positions and replaces them. Only the engine thread uses it (see `engine.routing`).
+    for new positions and replaces them. Kept per thread: each engine thread has its own stream,
+    and two engines in one process must not swap each other's tables.
     """
 
     def __init__(self) -> None:
-        self._key: tuple[Any, ...] | None = None
-        self._tables: tuple[mx.array, mx.array] = (mx.array(0.0), mx.array(0.0))
+        self._latest = threading.local()  # .entry: (key, (cos, sin))
 
     def get(self, length: int, offset: int, dims: int, base: float, scale: float,
             dtype: mx.Dtype) -> tuple[mx.array, mx.array]:
         """(cos, sin), each (length, dims // 2), exactly as MLX's rope fallback computes them."""
         key = (length, offset, dims, base, scale, dtype)
-        if key != self._key:
+        entry = getattr(self._latest, "entry", None)
+        if entry is None or entry[0] != key:
             half = dims // 2
             positions = (mx.arange(length, dtype=mx.float32) + mx.array(offset, dtype=mx.int32)) \
                 * mx.array(scale, dtype=mx.float32)
             inv_freqs = mx.exp(mx.arange(0, -half, -1, dtype=mx.float32)
                                * mx.array(math.log(base) / half, dtype=mx.float32))
             theta = positions[:, None] * inv_freqs
-            self._tables = (mx.cos(theta).astype(dtype), mx.sin(theta).astype(dtype))
-            self._key = key
-        return self._tables
+            entry = (key, (mx.cos(theta).astype(dtype), mx.sin(theta).astype(dtype)))
+            self._latest.entry = entry
+        tables: tuple[mx.array, mx.array] = entry[1]
+        return tables
 
     def rope(self, module: nn.RoPE, x: mx.array, offset: int = 0) -> mx.array:
         """`nn.RoPE.__call__` for the calls `handles_rope` accepts."""

@@ -101,3 +101,19 @@ def test_layer_routes_serve_registered_threads_only(monkeypatch: pytest.MonkeyPa
     plain = module(x)
     assert seen == ["route-test"]  # not the uninstalled call, not this thread's
     assert mx.array_equal(results["routed"], plain).item() and mx.array_equal(results["after"], plain).item()
+
+
+def test_rope_tables_are_kept_per_thread() -> None:
+    tables = RopeTables()
+    mine = tables.get(4, 0, 16, 10000.0, 1.0, mx.float32)
+    theirs: list[tuple[mx.array, mx.array]] = []
+
+    def other() -> None:
+        with mx.stream(mx.new_stream(mx.cpu)):
+            theirs.append(tables.get(4, 0, 16, 10000.0, 1.0, mx.float32))
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    assert theirs[0] is not mine  # built on the other thread's stream, not borrowed
+    assert tables.get(4, 0, 16, 10000.0, 1.0, mx.float32) is mine  # and ours is still cached
