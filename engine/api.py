@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import AsyncIterator, Literal, Protocol, runtime_checkable
+from typing import AsyncGenerator, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -235,8 +235,10 @@ class EngineAPI(Protocol):
         """Load a model by local path or hub id (replacing any loaded one). Raises ModelLoadError."""
         ...
 
-    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
-        """Run one turn: yields TokenEvents then exactly one TurnFinished. Raises EngineError."""
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
+        """Run one turn: yields TokenEvents then exactly one TurnFinished. Raises EngineError.
+
+        Closing the generator (`aclose`, or leaving an `async for` early) cancels the turn."""
         ...
 
     def set_params(self, params: SamplingParams) -> None:

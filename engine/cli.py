@@ -21,7 +21,6 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import AsyncGenerator
 from typing import Any, Callable, NoReturn, Sequence, TextIO
 
 from engine.api import (
@@ -193,19 +192,14 @@ async def _run_turn(engine: EngineAPI, request: GenerateRequest, turn: int, prin
     """Stream one turn to the printer; returns its TurnFinished.
 
     The stream is closed however reading ends, so a failed print (a closed pipe) stops the turn on
-    the engine now rather than when the generator is garbage collected. `EngineAPI.generate` only
-    promises an AsyncIterator; both engines return async generators, which have `aclose`.
+    the engine now rather than when the generator is garbage collected.
     """
-    events = engine.generate(request)
-    try:
+    async with contextlib.aclosing(engine.generate(request)) as events:
         async for event in events:
             if isinstance(event, TurnFinished):
                 printer.finished(turn, event)
                 return event
             printer.token(turn, event)
-    finally:
-        if isinstance(events, AsyncGenerator):
-            await events.aclose()
     raise EngineError("the engine ended a turn without finishing it")
 
 

@@ -8,7 +8,7 @@ MLX (the worker imports it on its own thread), so a TUI can paint before the mod
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator, Callable
+from typing import AsyncGenerator, Callable
 
 from engine.api import (
     EngineError,
@@ -64,7 +64,7 @@ class Engine:
         self._model = item
         return item
 
-    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         """Start one turn now; iterate for its TokenEvents and the closing TurnFinished.
 
         Leaving the iteration early (break, task cancelled) cancels the turn.
@@ -80,7 +80,9 @@ class Engine:
         worker.submit(GenerateCommand(request, control, _sink(loop, results, control)))
         return self._events(results, control)
 
-    async def _events(self, results: asyncio.Queue[object], control: TurnControl) -> AsyncIterator[EngineEvent]:
+    async def _events(
+        self, results: asyncio.Queue[object], control: TurnControl
+    ) -> AsyncGenerator[EngineEvent, None]:
         """Relay one turn's results; an EngineError from the thread is raised here."""
         try:
             while True:
@@ -154,7 +156,7 @@ def _progress(loop: asyncio.AbstractEventLoop, callback: ProgressCallback | None
     return post
 
 
-async def _raising(error: EngineError) -> AsyncIterator[EngineEvent]:
+async def _raising(error: EngineError) -> AsyncGenerator[EngineEvent, None]:
     """An event stream that fails at once (keeps `generate` errors on the iteration side)."""
     raise error
     yield  # pragma: no cover - makes this an async generator

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Sequence, Union
+from typing import AsyncGenerator, Sequence, Union
 
 from engine.api import (
     Candidate,
@@ -173,10 +173,10 @@ class ScriptedEngine:
         self.closed = True
         self._cancel.set()
 
-    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         return self._generate(request)
 
-    async def _generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+    async def _generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         """One turn: check the request like the real engine, then replay the next script."""
         self._check(request)
         self.requests.append(request)

@@ -30,6 +30,8 @@ from engine.config import load_config
 from engine.fake import ScriptedEngine
 from tui.app import LogitscopeApp
 from tui.cli import tune_gc_for_streaming
+from tui.widgets.chat_input import ChatInput
+from tui.widgets.status_bar import StatusBar
 
 SIZE = (120, 36)
 
@@ -71,7 +73,7 @@ async def stream(tokens: int, presses: int) -> dict[str, float]:
             start = time.perf_counter()
             await pilot.press("enter")
             done = await _until(lambda: not app.controller.busy and _reply_tokens(app) >= tokens)
-            handled = await _until(lambda: "generating" not in str(app.screen.query_one("StatusBar").state))
+            handled = await _until(lambda: "generating" not in str(app.screen.query_one(StatusBar).state))
             rate = tokens / (done - start)
             backlog = handled - done
             engine.token_delay = 0.002  # ~500 tok/s: a fast real model
@@ -82,7 +84,7 @@ async def stream(tokens: int, presses: int) -> dict[str, float]:
 
 async def _key_latencies(app: LogitscopeApp, pilot: Any, presses: int) -> list[float]:
     """Type letters into the input while a reply streams; time until each shows on screen."""
-    box = app.screen.query_one("ChatInput")
+    box = app.screen.query_one(ChatInput)
     await pilot.press("x", "enter")
     await _until(lambda: app.controller.busy, timeout=10)
     box.focus()
