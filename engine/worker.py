@@ -164,7 +164,7 @@ class EngineWorker:
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
-            _tune_for_cpu(loaded.model, self._blas_active, self._options.fast_layers)
+            tune_for_cpu(loaded.model, self._blas_active, self._options.fast_layers)
             limit = _context_limit(loaded.model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
@@ -194,7 +194,7 @@ class EngineWorker:
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
 
 
-def _tune_for_cpu(model: Any, blas_active: bool, fast_layers: bool) -> None:
+def tune_for_cpu(model: Any, blas_active: bool, fast_layers: bool) -> None:
     """The measured CPU wins (BENCHMARKS.md); each keeps results exact or within float32 rounding.
 
     With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain without

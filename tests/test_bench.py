@@ -163,11 +163,11 @@ def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch:
     section = Section("blas-dtype", "BLAS")
     ps.process_section(section, "2m", 8, 4, 2, 1.0)
     assert len(seen) == 2 * 6 and {c["shape"] for c in seen} == {"2m"}
-    assert sum(bool(c.get("fast_layers")) for c in seen) == 2 and not any(c.get("two_stream") for c in seen)
+    assert sum(bool(c.get("engine_tuning")) for c in seen) == 2
     assert sum(bool(c.get("engine")) for c in seen) == 2
     assert sum(bool(c.get("gemv_forward")) for c in seen) == 4  # the fast paths and the engine only
     ps.process_section(section, "2m-4bit", 8, 4, 2, 1.0)
-    assert len(seen) == 4 * 6 and sum(bool(c.get("two_stream")) and bool(c.get("keep_bytes")) for c in seen) == 2
+    assert len(seen) == 4 * 6 and sum(bool(c.get("engine_tuning")) for c in seen) == 4
     ratios = {r.label: r.stat.median for r in section.ratios}
     assert ratios["prefill: OpenBLAS+float32 / reference BLAS, bfloat16 (2m)"] == pytest.approx(20.0)
     assert ratios["decode: OpenBLAS+float32 / reference BLAS, float32 (2m)"] == pytest.approx(10.0)

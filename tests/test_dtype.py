@@ -225,7 +225,7 @@ def test_decoding_uses_kept_weights_of_big_layers_only(monkeypatch: pytest.Monke
     step = mx.random.randint(0, 256, (1, 1), key=mx.random.key(9))
     reference = model(step)
     enable_dequantized_prefill(model, keep_bytes=1 << 40)
-    if two_stream:  # the engine's order (engine.worker._tune_for_cpu): gate and up become two-stream
+    if two_stream:  # the engine's order (engine.worker.tune_for_cpu): gate and up become two-stream
         enable_two_stream_decode(model, min_outputs=128)
     keep_unpacked_weights(model, lambda: False)
     layers = [layer for _, layer in model.named_modules() if isinstance(layer, dtype._PrefillDequantizedLinear)]

@@ -15,7 +15,6 @@ from engine.bench.shapes import shape_named
 
 # The issue's goals against plain mlx-lm (reference BLAS, weights' bfloat16): an unquantized model
 # >= 10x prefill and >= 2x decode from the fast BLAS; a 4-bit one >= 5x decode from the dtype.
-KEEP_BYTES = 4 << 30  # unpacked 4-bit weights kept for prefill (the engine allows 1/8 of memory)
 PLAIN_TARGETS: dict[bool, dict[str, float]] = {False: {"prefill_tps": 10.0, "decode_tps": 2.0},
                                                True: {"decode_tps": 5.0}}
 
@@ -31,8 +30,8 @@ def process_section(section: Section, shape: str, prompt: int, decode: int, roun
     "reference BLAS, bfloat16" is plain mlx-lm as a user runs it on Linux: the wheel's BLAS and
     the dtype the weights ship in. "OpenBLAS" alone leaves the gemv forwarding off. "All fast
     paths" adds what the engine does on top of OpenBLAS and float32, still in mlx-lm's
-    `generate_step`: the gemv forwarding, the prefill routes (attention, SwiGLU), and for a 4-bit
-    `shape` the dequantized prefill with kept weights and the two-stream decode. "logitscope's
+    `generate_step`: the gemv forwarding and the engine's own CPU tuning (`tune_for_cpu`: the
+    layer routes, and for a 4-bit `shape` the kept unpacked weights and two streams). "logitscope's
     engine" is the app's own Engine (one-pass prompt, its sampler, 10 candidates per token).
     """
     configs = {
@@ -42,9 +41,7 @@ def process_section(section: Section, shape: str, prompt: int, decode: int, roun
     }
     quantized = shape_named(shape).bits is not None
     fast_name, engine_name = "all of logitscope's fast paths", "logitscope's engine, 10 candidates"
-    configs[fast_name] = {**configs["OpenBLAS, float32"], "fast_layers": True, "gemv_forward": True}
-    if quantized:
-        configs[fast_name].update(dequant_prefill=True, keep_bytes=KEEP_BYTES, two_stream=True)
+    configs[fast_name] = {**configs["OpenBLAS, float32"], "engine_tuning": True, "gemv_forward": True}
     configs[engine_name] = {**configs["OpenBLAS, float32"], "gemv_forward": True, "engine": True}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
 

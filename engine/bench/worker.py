@@ -7,8 +7,9 @@ one config's allocator cache and thread state from leaking into the next.
 Config keys: shape ("30m", "qwen0.5b", ...), blas (bool), threads (OpenBLAS threads, or null),
 gemv_forward (bool, default off: engine.gemv_forward), dtype (a compute dtype setting), prompt
 (tokens), decode (tokens), prefill_step, cache_limit_mb (null = MLX default), dequant_prefill,
-keep_bytes, two_stream and fast_layers (the fast paths of engine.dtype, engine.parallel and
-engine.routing), budget_s (stop decoding early past this), and engine (bool: time logitscope's
+keep_bytes, two_stream and fast_layers (single fast paths of engine.dtype, engine.parallel and
+engine.routing, for experiments), engine_tuning (bool: all of them exactly as the engine applies
+them, `engine.worker.tune_for_cpu`, unpacked weights kept ahead), budget_s (stop decoding early past this), and engine (bool: time logitscope's
 own Engine, which applies every fast path itself, instead of plain mlx-lm). Prints one JSON
 line: prefill tok/s, decode tok/s, the active BLAS and dtype.
 """
@@ -56,6 +57,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         from engine.routing import install_cpu_routes
 
         install_cpu_routes()
+    if config.get("engine_tuning"):
+        from engine.dtype import keep_unpacked_weights
+        from engine.worker import tune_for_cpu
+
+        tune_for_cpu(model, blas.active, fast_layers=True)
+        keep_unpacked_weights(model, lambda: False)
     result = _generate(model, config)
     return {**result, "blas": blas.reason if blas.active else "reference BLAS",
             "blas_active": blas.active, "dtype": dtype, "config": config}
