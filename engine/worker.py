@@ -198,9 +198,10 @@ def tune_for_cpu(model: Any, blas_active: bool, fast_layers: bool) -> None:
     """The measured CPU wins (BENCHMARKS.md); each keeps results exact or within float32 rounding.
 
     With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain without
-    one), keeping the unpacked weights of up to 1/8 of physical memory; big quantized layers
-    split their decode mat-vecs over two CPU streams (both cores); prefill attention and SwiGLU,
-    and RoPE and RMSNorm, take `engine.routing`'s fast paths on this thread. The first two are
+    one), keeping the unpacked weights of up to 1/8 of physical memory (a tied output head last),
+    which decoding then uses too on big layers and the head; other big quantized layers split
+    their decode mat-vecs over two CPU streams (both cores); prefill attention and SwiGLU, and
+    RoPE and RMSNorm, take `engine.routing`'s fast paths on this thread. The first two are
     no-ops for unquantized models, and all three are no-ops on a GPU.
     """
     from engine.dtype import enable_dequantized_prefill
