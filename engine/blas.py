@@ -34,11 +34,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from engine import gemv_forward
+from engine import gemv_forward, switches
 
 ENV_SWITCH = "LOGITSCOPE_FAST_BLAS"
 ENV_LIBRARY = "LOGITSCOPE_BLAS_LIB"
-_OFF_VALUES = frozenset({"0", "false", "no", "off"})
 _SYSTEM_DIRS = (
     "/usr/lib/x86_64-linux-gnu/openblas-pthread",
     "/usr/lib/aarch64-linux-gnu/openblas-pthread",
@@ -76,7 +75,7 @@ class _DlInfo(ctypes.Structure):
 
 def switched_off() -> bool:
     """True when the user turned the fast BLAS off through ``LOGITSCOPE_FAST_BLAS``."""
-    return os.environ.get(ENV_SWITCH, "1").strip().lower() in _OFF_VALUES
+    return switches.switched_off(ENV_SWITCH)
 
 
 def default_threads() -> int:
@@ -175,10 +174,10 @@ def enable_fast_blas(enabled: bool = True, threads: int | None = None) -> BlasIn
 
 def _late_call_info() -> BlasInfo:
     """MLX is already loaded: report whether an earlier call got there in time."""
-    path = forwarded_cblas_path() or resolved_cblas_path()
+    forwarded = forwarded_cblas_path()
+    path = forwarded or resolved_cblas_path()
     if path and "openblas" in Path(path).name.lower():
-        forwarded = forwarded_cblas_path() is not None
-        return BlasInfo(True, f"OpenBLAS already active ({path})", path=path, gemv_forward=forwarded)
+        return BlasInfo(True, f"OpenBLAS already active ({path})", path=path, gemv_forward=forwarded is not None)
     return BlasInfo(False, "too late: mlx was imported before enable_fast_blas(); MLX keeps its slow BLAS")
 
 

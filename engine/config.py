@@ -187,10 +187,10 @@ def _check_not_empty(value: Any) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
-# Checks beyond the type, per section and key (the type comes from the dataclass default).
 # Settings that were renamed: the old name gets a message naming the new one.
 _RENAMED: Mapping[str, Mapping[str, str]] = {"model": {"fast_prefill": "fast_layers"}}
 
+# Checks beyond the type, per section and key (the type comes from the dataclass default).
 _EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
     "model": {
         "default": _check_not_empty,
@@ -245,7 +245,7 @@ def _merge_dataclass(merge: _Merge, section: str, current: Any, raw: Mapping[str
     known = {f.name for f in fields(current)}
     for key, value in raw.items():
         renamed = _RENAMED.get(section, {}).get(key)
-        if renamed is not None and renamed not in raw:
+        if renamed is not None:
             merge.problem((section,), key, f"renamed: call it {renamed} (this value was not used)")
             continue
         if key not in known:

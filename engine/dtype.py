@@ -199,6 +199,11 @@ class _KeepsUnpacked:
         layer: Any = self
         return _unpack(layer["weight"], layer["scales"], layer["biases"], layer.group_size, layer.bits)
 
+    @staticmethod
+    def times(x: mx.array, dense: mx.array) -> mx.array:
+        """``x @ dense.T`` in x's dtype: BLAS (gemm, or gemv for one row through engine.gemv_forward)."""
+        return x @ dense.astype(x.dtype).T
+
 
 class _PrefillDequantizedLinear(_KeepsUnpacked, nn.QuantizedLinear):
     """A QuantizedLinear that unpacks its weights for matmuls over many rows (see module doc)."""
@@ -207,10 +212,16 @@ class _PrefillDequantizedLinear(_KeepsUnpacked, nn.QuantizedLinear):
         if x.size // x.shape[-1] >= DEQUANTIZE_MIN_ROWS:
             return self.dense_call(x, self.dense_weight())
         kept = self.kept_for_decode()
-        return super().__call__(x) if kept is None else self.dense_call(x, kept)
+        return self.quantized_call(x) if kept is None else self.dense_call(x, kept)
 
     def dense_call(self, x: mx.array, dense: mx.array) -> mx.array:
-        y = x @ dense.astype(x.dtype).T
+        return self.with_bias(self.times(x, dense))
+
+    def quantized_call(self, x: mx.array) -> mx.array:
+        """Few rows without a kept weight: MLX's quantized kernel (`engine.parallel` splits it)."""
+        return nn.QuantizedLinear.__call__(self, x)
+
+    def with_bias(self, y: mx.array) -> mx.array:
         return y + self["bias"] if "bias" in self else y
 
     def kept_for_decode(self) -> mx.array | None:
@@ -233,7 +244,7 @@ class _DenseHeadEmbedding(_KeepsUnpacked, nn.QuantizedEmbedding):
     """
 
     def as_linear(self, x: mx.array) -> mx.array:
-        return x @ self.dense_weight().astype(x.dtype).T
+        return self.times(x, self.dense_weight())
 
 
 @mx.compile

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from engine import switches
 from engine.config import cache_dir
 
 ENV_SWITCH = "LOGITSCOPE_GEMV_FORWARD"
 SOURCE = Path(__file__).with_name("gemv_forward.c")
 FLAGS = ("-O2", "-shared", "-fPIC")
-_OFF_VALUES = frozenset({"0", "false", "no", "off"})
 COMPILE_TIMEOUT_S = 60
 
 
@@ -47,12 +47,6 @@ class Forwarding:
     @property
     def active(self) -> bool:
         return self.library is not None
-
-
-def switched_off(env: Mapping[str, str] | None = None) -> bool:
-    """True when the user turned forwarding off through ``LOGITSCOPE_GEMV_FORWARD``."""
-    env = os.environ if env is None else env
-    return env.get(ENV_SWITCH, "1").strip().lower() in _OFF_VALUES
 
 
 def compiler(env: Mapping[str, str] | None = None) -> str | None:
@@ -101,7 +95,7 @@ def install(openblas: ctypes.CDLL, folder: Path | None = None) -> Forwarding:
     Call after opening OpenBLAS *locally* and before opening it globally (see the module
     docstring), and before MLX is imported. Never raises.
     """
-    if switched_off():
+    if switches.switched_off(ENV_SWITCH):
         return Forwarding(None, f"off ({ENV_SWITCH}=0)")
     if not hasattr(openblas, "cblas_sgemv"):
         return Forwarding(None, "off: the BLAS has no cblas_sgemv")

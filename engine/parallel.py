@@ -66,14 +66,11 @@ def _rows(array: mx.array | None, start: int, stop: int | None) -> mx.array | No
 
 
 class _TwoStreamLinear(_PrefillDequantizedLinear):
-    """Decode (few rows): two streams, unless the parent kept unpacked weights decoding may use.
-    Prefill (many rows): dequantize + BLAS, as in the parent."""
+    """The parent's paths (BLAS on unpacked weights for prefill, and for decode where they are
+    kept); its quantized decode kernel runs on two streams."""
 
-    def __call__(self, x: mx.array) -> mx.array:
-        if x.size // x.shape[-1] >= DEQUANTIZE_MIN_ROWS or self.kept_for_decode() is not None:
-            return super().__call__(x)  # BLAS on unpacked weights (its threads use both cores)
-        y = _split_matmul(self, x)
-        return y + self["bias"] if "bias" in self else y
+    def quantized_call(self, x: mx.array) -> mx.array:
+        return self.with_bias(_split_matmul(self, x))
 
 
 class _TwoStreamEmbedding(nn.QuantizedEmbedding):

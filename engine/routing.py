@@ -57,15 +57,16 @@ def _handles_swiglu(gate: mx.array, x: mx.array) -> bool:
         and mx.issubdtype(gate.dtype, mx.floating)
 
 
-def _route_method(cls: type, fast: Callable[..., Any], handles: Callable[..., bool],
+def _route_method(cls: type, make_fast: Callable[[], Callable[..., Any]], handles: Callable[..., bool],
                   thread: threading.Thread) -> ThreadRoute:
-    """Send `thread`'s calls of `cls.__call__` that `handles` accepts to `fast(module, *args)`.
+    """Send `thread`'s calls of `cls.__call__` that `handles` accepts to `make_fast()(module, *args)`.
 
-    The class is patched once per process; later installs only register their thread.
+    The class is patched once per process (the fast call is made then); later installs only
+    register their thread.
     """
     route = getattr(cls.__call__, "route", None)
     if not isinstance(route, ThreadRoute):
-        route = ThreadRoute(cls.__call__, fast, handles)
+        route = ThreadRoute(cls.__call__, make_fast(), handles)
 
         def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
             return route(self, *args, **kwargs)
@@ -76,13 +77,13 @@ def _route_method(cls: type, fast: Callable[..., Any], handles: Callable[..., bo
     return route
 
 
-def _class_routes() -> list[tuple[type, Callable[..., Any], Callable[..., bool]]]:
-    """(mlx.nn layer class, its fast call, which calls it takes): layers whose CPU fallbacks are
-    separate ops that the fast versions fuse (decode included: there every dispatch counts)."""
+def _class_routes() -> list[tuple[type, Callable[[], Callable[..., Any]], Callable[..., bool]]]:
+    """(mlx.nn layer class, what makes its fast call, which calls it takes): layers whose CPU
+    fallbacks are separate ops that the fast versions fuse (decode included: every dispatch counts)."""
     from engine.norms import handles_rms_norm, rms_norm
     from engine.rope import RopeTables, handles_rope
 
-    return [(nn.RoPE, RopeTables().rope, handles_rope), (nn.RMSNorm, rms_norm, handles_rms_norm)]
+    return [(nn.RoPE, lambda: RopeTables().rope, handles_rope), (nn.RMSNorm, lambda: rms_norm, handles_rms_norm)]
 
 
 def install_cpu_routes() -> Callable[[], None]:
@@ -108,7 +109,7 @@ def install_cpu_routes() -> Callable[[], None]:
                 current.threads.add(thread)
                 installed.append(current)
 
-    installed.extend(_route_method(cls, fast, handles, thread) for cls, fast, handles in _class_routes())
+    installed.extend(_route_method(cls, make, handles, thread) for cls, make, handles in _class_routes())
 
     def uninstall() -> None:
         for route in installed:
