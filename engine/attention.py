@@ -6,7 +6,7 @@ softmax computes every exponential with scalar code and library `fma` calls (~15
 prefill of N new tokens over L cached positions needs heads x N x L of them: a 50-token follow-up
 over 1,000 cached tokens spent two thirds of its prefill there (BENCHMARKS.md). Here the scores
 come from the same BLAS matmul, and the exponential is a compiled polynomial made only of
-multiply-adds and integer shifts (`engine.fastmath`), which the C++ compiler vectorizes: ~4x
+multiply-adds and integer shifts (`engine.fastmath`), with no library calls: ~4x
 cheaper, and accurate to ~3e-7 relative (MLX's own exp: ~2e-6). Queries are processed in blocks whose scores stay in the
 L2 cache (the per-score cost triples once they do not), and a causal block only scores the keys
 its queries can see, which halves the work of a fresh prompt.
