@@ -9,7 +9,9 @@ come from the same BLAS matmul, and the exponential is a compiled polynomial mad
 multiply-adds and integer shifts (`engine.fastmath`), with no library calls: ~4x
 cheaper, and accurate to ~3e-7 relative (MLX's own exp: ~2e-6). Queries are processed in blocks whose scores stay in the
 L2 cache (the per-score cost triples once they do not), and a causal block only scores the keys
-its queries can see, which halves the work of a fresh prompt.
+its queries can see, which halves the work of a fresh prompt. Where `engine.native` builds, the
+softmax of each block (mask, maximum, exponentials, sum, scaling) is one vectorized C pass
+instead: a 1,000-token prompt of the 2M bench model took 106 ms instead of 313 (BENCHMARKS.md).
 
 How it is wired (`engine.routing`): mlx-lm's model modules call the
 `scaled_dot_product_attention` they imported from `mlx_lm.models.base`; on the engine thread,
@@ -20,23 +22,26 @@ original.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import mlx.core as mx
 
 from engine.fastmath import exp_nonpositive
+from engine.native import NativeKernels
 
 # Scores per block: 256k float32 = 1 MiB, which stays in a typical L2 cache.
 BLOCK_SCORES = 262_144
 
 def prefill_attention(
-    queries: mx.array, keys: mx.array, values: mx.array, scale: float, mask: str | mx.array | None
+    queries: mx.array, keys: mx.array, values: mx.array, scale: float, mask: str | mx.array | None,
+    kernels: NativeKernels | None = None,
 ) -> mx.array:
     """Softmax(q k^T * scale + mask) v for (B, H, N, D) queries and (B, Hkv, L, D) keys/values.
 
     Grouped-query heads are folded (each key head serves H / Hkv query heads) without copying
     the cache. `mask` is None, "causal" (the N queries are the last N of the L positions), or an
-    array broadcastable to (N, L): boolean (True = may attend) or additive.
+    array broadcastable to (N, L): boolean (True = may attend) or additive. With `kernels`
+    (`engine.native`), the softmax of a causal or unmasked block runs in vectorized C.
     """
     b, h, n, d = queries.shape
     kv_heads, length = keys.shape[1], keys.shape[2]
@@ -50,29 +55,49 @@ def prefill_attention(
         seen = length - n + stop if causal else length  # a causal block never sees later keys
         k, v = keys[..., :seen, :], values[..., :seen, :]
         block = q[..., start:stop, :].reshape(b, kv_heads, group * (stop - start), d)  # one matmul per key head
-        scores = (block @ k.swapaxes(-1, -2)).astype(mx.float32).reshape(b, kv_heads, group, stop - start, seen)
-        if causal:
-            allowed = mx.arange(length - n + start, length - n + stop)[:, None] >= mx.arange(seen)[None]
-            scores = mx.where(allowed, scores, -mx.inf)
-        elif mask is not None:
-            assert not isinstance(mask, str)
-            part = mask[..., start:stop, :] if mask.shape[-2] == n else mask
-            scores = mx.where(part, scores, -mx.inf) if part.dtype == mx.bool_ else scores + part
-        weights = exp_nonpositive(scores - mx.max(scores, axis=-1, keepdims=True))
-        total = mx.sum(weights, axis=-1, keepdims=True)
-        mixed = weights.astype(values.dtype).reshape(b, kv_heads, group * (stop - start), seen) @ v
-        outputs.append(mixed.reshape(b, kv_heads, group, stop - start, d) / total.astype(values.dtype))
+        scores = (block @ k.swapaxes(-1, -2)).astype(mx.float32)
+        if kernels is not None and (causal or mask is None):
+            first_visible = length - n + start if causal else -1
+            weights = kernels.softmax_rows_(scores, first_visible, stop - start)  # our own array: in place
+            mixed = weights.astype(values.dtype) @ v
+        else:
+            mixed = _masked_softmax_times(scores.reshape(b, kv_heads, group, stop - start, seen), v, mask,
+                                          (length - n + start, n, start, stop))
+        outputs.append(mixed.reshape(b, kv_heads, group, stop - start, d))
     out = outputs[0] if len(outputs) == 1 else mx.concatenate(outputs, axis=3)
     return out.reshape(b, h, n, d)
 
 
-def fast_sdpa(
-    queries: mx.array, keys: mx.array, values: mx.array, cache: Any = None, scale: float = 1.0,
-    mask: Any = None, sinks: Any = None,
-) -> mx.array:
+def _masked_softmax_times(scores: mx.array, v: mx.array, mask: str | mx.array | None,
+                          block: tuple[int, int, int, int]) -> mx.array:
+    """softmax(scores + mask) @ v in MLX ops for (B, Hkv, group, rows, seen) scores.
+
+    `block` is (the first query's position, N, the block's first and past-last query index).
+    The division by the row sums comes after the product with `v` (D values per row, not seen).
+    """
+    b, kv_heads, group, rows, seen = scores.shape
+    first, n, start, stop = block
+    if isinstance(mask, str):
+        allowed = mx.arange(first, first + rows)[:, None] >= mx.arange(seen)[None]
+        scores = mx.where(allowed, scores, -mx.inf)
+    elif mask is not None:
+        part = mask[..., start:stop, :] if mask.shape[-2] == n else mask
+        scores = mx.where(part, scores, -mx.inf) if part.dtype == mx.bool_ else scores + part
+    weights = exp_nonpositive(scores - mx.max(scores, axis=-1, keepdims=True))
+    total = mx.sum(weights, axis=-1, keepdims=True)
+    mixed = weights.astype(v.dtype).reshape(b, kv_heads, group * rows, seen) @ v
+    return mixed.reshape(b, kv_heads, group, rows, -1) / total.astype(v.dtype)
+
+
+def fast_sdpa_with(kernels: NativeKernels | None) -> Callable[..., mx.array]:
     """`prefill_attention` with the signature of mlx-lm's `scaled_dot_product_attention`."""
-    del cache, sinks  # `handles_sdpa` only lets calls through where neither matters
-    return prefill_attention(queries, keys, values, scale, mask)
+
+    def fast_sdpa(queries: mx.array, keys: mx.array, values: mx.array, cache: Any = None, scale: float = 1.0,
+                  mask: Any = None, sinks: Any = None) -> mx.array:
+        del cache, sinks  # `handles_sdpa` only lets calls through where neither matters
+        return prefill_attention(queries, keys, values, scale, mask, kernels)
+
+    return fast_sdpa
 
 
 def handles_sdpa(

@@ -7,7 +7,8 @@ every loaded model module (and each layer class's `__call__`), for a `ThreadRout
 threads registered with it, and for the calls its predicate accepts (calls the fast version
 computes exactly like the original: prefill calls for attention and SwiGLU, decode ones too for
 the layers), it calls the fast version; everything else goes to the original. Other threads in
-the process (a benchmark's plain mlx-lm, say) are never affected.
+the process (a benchmark's plain mlx-lm, say) are never affected. The attention softmax and
+SwiGLU of a prefill run in `engine.native`'s vectorized C where it builds, else in MLX.
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ def _routes() -> dict[str, tuple[Callable[..., Any], Callable[..., Any], Callabl
     """name -> (mlx-lm's original, the fast version, which calls it takes)."""
     from mlx_lm.models import activations, base
 
-    from engine import attention, fastmath
+    from engine import attention, fastmath, native
 
+    kernels = native.process_kernels()  # vectorized C for the elementwise parts, where it builds
     return {
-        "scaled_dot_product_attention": (base.scaled_dot_product_attention, attention.fast_sdpa,
+        "scaled_dot_product_attention": (base.scaled_dot_product_attention, attention.fast_sdpa_with(kernels),
                                          attention.handles_sdpa),
-        "swiglu": (activations.swiglu, fastmath.swiglu, _handles_swiglu),
+        "swiglu": (activations.swiglu, native.swiglu_with(kernels, fastmath.swiglu), _handles_swiglu),
     }
 
 

@@ -84,7 +84,7 @@ def test_only_registered_threads_and_multi_token_calls_take_the_fast_path(monkey
         return q
 
     monkeypatch.setattr(attention, "prefill_attention", counting)
-    wrapper = routing.ThreadRoute(calls.original_fn, attention.fast_sdpa, attention.handles_sdpa)
+    wrapper = routing.ThreadRoute(calls.original_fn, attention.fast_sdpa_with(None), attention.handles_sdpa)
     q, k, v = _qkv(2, 2, 5, 5)
     one = q[:, :, :1]
     wrapper(q, k, v, None, 0.5, "causal")  # not registered yet

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine import blas, gemv_forward
+from engine import blas, cbuild, gemv_forward
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fast BLAS is Linux-only")
 
@@ -29,7 +29,7 @@ def forwarder(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     openblas = next((lib for path in blas.candidate_paths() if (lib := _open(path)) is not None), None)
     if openblas is None:
         pytest.skip("no usable OpenBLAS here")
-    if gemv_forward.compiler() is None:
+    if cbuild.compiler() is None:
         pytest.skip("no C compiler here")
     library = ctypes.CDLL(str(gemv_forward.build(tmp_path_factory.mktemp("cache"))))
     library.logitscope_gemv_forward_init(ctypes.cast(openblas.cblas_sgemm, ctypes.c_void_p),
@@ -116,7 +116,7 @@ def test_k_zero_scales_the_output_by_beta(forwarder: ctypes.CDLL) -> None:
 
 
 def test_build_is_cached_and_keyed_by_source(tmp_path: Path) -> None:
-    if gemv_forward.compiler() is None:
+    if cbuild.compiler() is None:
         pytest.skip("no C compiler here")
     built = gemv_forward.build(tmp_path)
     assert built == gemv_forward.library_path(tmp_path) and built.is_file()

@@ -17,6 +17,8 @@ from engine.bench.shapes import shape_named
 # >= 10x prefill and >= 2x decode from the fast BLAS; a 4-bit one >= 5x decode from the dtype.
 PLAIN_TARGETS: dict[bool, dict[str, float]] = {False: {"prefill_tps": 10.0, "decode_tps": 2.0},
                                                True: {"decode_tps": 5.0}}
+# The goals name a ~30M model and 4-bit models of real sizes; the 2M shape is far below those.
+UNTARGETED_SHAPES = frozenset({"2m"})
 
 
 def run_worker(config: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
@@ -40,6 +42,7 @@ def process_section(section: Section, shape: str, prompt: int, decode: int, roun
         for blas in ("OpenBLAS", "reference BLAS") for dtype in ("float32", "bfloat16")
     }
     quantized = shape_named(shape).bits is not None
+    targets = {} if shape in UNTARGETED_SHAPES else PLAIN_TARGETS[quantized]
     fast_name, engine_name = "all of logitscope's fast paths", "logitscope's engine, 10 candidates"
     configs[fast_name] = {**configs["OpenBLAS, float32"], "engine_tuning": True, "gemv_forward": True}
     configs[engine_name] = {**configs["OpenBLAS, float32"], "gemv_forward": True, "engine": True}
@@ -67,5 +70,5 @@ def process_section(section: Section, shape: str, prompt: int, decode: int, roun
         for label, name in (("all fast paths", fast_name), ("engine", engine_name)):
             section.compare(f"{kind.split('_')[0]}: {label} / reference BLAS, bfloat16 ({shape})",
                             [r[kind] for r in results[name]], [r[kind] for r in plain],
-                            PLAIN_TARGETS[quantized].get(kind))
+                            targets.get(kind))
     section.notes.append(f"{shape}: active BLAS in the OpenBLAS runs: {best[0]['blas']}" if best else f"{shape}: no runs")

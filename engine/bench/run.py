@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from engine import native
 from engine.bench.engine_sections import branch_section, decode_section, ttft_section
 from engine.bench.machine import describe
 from engine.bench.process_section import process_section
@@ -66,7 +67,8 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
     if "tui" in sections:
         progress("bench: TUI (subprocesses)")
         tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000)
-    header = {**describe(blas, dtype), "bench model weights": plan.weights_dtype, "rounds": plan.rounds}
+    header = {**describe(blas, dtype), "native kernels": native.load()[1], "bench model weights": plan.weights_dtype,
+              "rounds": plan.rounds}
     return Report(header, list(sections.values()))
 
 
