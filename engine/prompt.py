@@ -77,21 +77,34 @@ def _render_with_template(tokenizer: Any, messages: Sequence[Message]) -> list[i
     text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True)
     if not isinstance(text, str):
         raise EngineError("The model's chat template did not render to text.")
-    return _splice(tokenizer, text, spliced, nonce)
+    return _splice(tokenizer, text, spliced)
 
 
-def _splice(tokenizer: Any, text: str, spliced: dict[str, list[int]], nonce: str) -> list[int]:
+# Any sentinel, whatever its nonce: one pattern compiled once (a per-call pattern cost ~0.3 ms).
+_SENTINEL = re.compile("(LOGITSCOPE[0-9a-f]{12}REPLY\\d+END)")
+
+
+def _splice(tokenizer: Any, text: str, spliced: dict[str, list[int]]) -> list[int]:
     """Tokenize the rendered text between sentinels and put each reply's ids where it stood.
 
     A template that drops or repeats a message is respected: each sentinel found is replaced.
+    Text that only looks like a sentinel (another nonce) stays in its text run, tokenized whole.
     """
     ids: list[int] = []
-    for part in re.split(f"(LOGITSCOPE{nonce}REPLY\\d+END)", text):
-        if part in spliced:
-            ids.extend(spliced[part])
-        elif part:
-            ids.extend(tokenizer.encode(part, add_special_tokens=False))
+    run: list[str] = []
+    for part in _SENTINEL.split(text):
+        if part not in spliced:
+            run.append(part)
+            continue
+        ids.extend(_encode_text("".join(run), tokenizer))
+        ids.extend(spliced[part])
+        run = []
+    ids.extend(_encode_text("".join(run), tokenizer))
     return ids
+
+
+def _encode_text(text: str, tokenizer: Any) -> list[int]:
+    return list(tokenizer.encode(text, add_special_tokens=False)) if text else []
 
 
 def _render_plain(tokenizer: Any, messages: Sequence[Message]) -> list[int]:

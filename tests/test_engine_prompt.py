@@ -52,6 +52,28 @@ def test_reply_ids_are_spliced_verbatim_never_retokenized(chatml_model: Path) ->
     assert ids[len(head) + len(odd_ids)] == im_end  # special-token text parses to its id
 
 
+def test_text_that_looks_like_a_reply_marker_is_tokenized_whole(tmp_path: Path) -> None:
+    """The markers that stand in for replies carry a random nonce; a user's text that imitates one
+    (another nonce) is ordinary text, tokenized in one piece with what surrounds it."""
+    import json
+
+    from engine.bench.folders import write_tokenizer
+
+    write_tokenizer(tmp_path, 32000)  # byte pairs merge: where text is cut changes its ids
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    tok = _tokenizer(tmp_path)
+    marker = "LOGITSCOPE0123456789abREPLY0END"
+    text = f"a{marker}a"
+    cut = [i for part in ("a", marker, "a") for i in tok.encode(part, add_special_tokens=False)]
+    assert cut != tok.encode(text, add_special_tokens=False)  # so splitting at the look-alike would show
+    texts = [("user", "hi"), ("assistant", "yo"), ("user", text)]
+    messages = [Message("user", "hi"), Message("assistant", "yo", tuple(tok.encode("yo", add_special_tokens=False))),
+                Message("user", text)]
+    expected = tok.apply_chat_template([{"role": r, "content": t} for r, t in texts], tokenize=True,
+                                       add_generation_prompt=True)
+    assert render_prompt(tok, messages, continue_last=False) == list(expected)
+
+
 def test_continue_last_appends_the_partial_reply(llama3_model: Path) -> None:
     tok = _tokenizer(llama3_model)
     history = [Message("user", "hello cat")]
