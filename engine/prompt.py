@@ -80,7 +80,7 @@ def _render_with_template(tokenizer: Any, messages: Sequence[Message]) -> list[i
     return _splice(tokenizer, text, spliced)
 
 
-# Any sentinel, whatever its nonce: one pattern compiled once (a per-call pattern cost ~0.3 ms).
+# Any sentinel, whatever its nonce: one pattern compiled once (a per-call one cost ~0.1 ms a turn).
 _SENTINEL = re.compile("(LOGITSCOPE[0-9a-f]{12}REPLY\\d+END)")
 
 
