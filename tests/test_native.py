@@ -120,10 +120,12 @@ def test_swiglu_with_falls_back_for_other_dtypes_and_without_kernels(kernels: na
 
     assert native.swiglu_with(None, fallback) is fallback
     chosen = native.swiglu_with(kernels, fallback)
-    gate = mx.array([[1.0, -2.0], [0.5, 3.0]])
+    gate = mx.random.normal((16, native.SWIGLU_MIN_VALUES // 16), key=mx.random.key(3))
     np.testing.assert_allclose(np.array(chosen(gate, gate)), _silu_times(np.array(gate), np.array(gate)), rtol=2e-6)
+    assert calls == []
     chosen(gate.astype(mx.bfloat16), gate.astype(mx.bfloat16))
-    assert calls == ["mlx.core.bfloat16"]
+    chosen(gate[:15], gate[:15])  # one row short of the size where C pays
+    assert calls == ["mlx.core.bfloat16", "mlx.core.float32"]
 
 
 def test_off_switch_and_failed_builds_are_one_line_reasons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,7 +147,8 @@ def test_routes_use_the_kernels_when_they_load(kernels: native.NativeKernels, mo
     used: list[int] = []
     original = native.NativeKernels.swiglu
     monkeypatch.setattr(native.NativeKernels, "swiglu", lambda self, g, x: used.append(1) or original(self, g, x))
-    swiglu(mx.ones((2, 3)), mx.ones((2, 3)))
+    big = mx.ones((16, native.SWIGLU_MIN_VALUES // 16))
+    swiglu(big, big)
     assert used == [1]
     monkeypatch.setattr(native, "process_kernels", lambda: None)
     assert routing._routes()["swiglu"][1] is fastmath.swiglu  # noqa: SLF001
