@@ -152,3 +152,26 @@ def test_routes_use_the_kernels_when_they_load(kernels: native.NativeKernels, mo
     assert used == [1]
     monkeypatch.setattr(native, "process_kernels", lambda: None)
     assert routing._routes()["swiglu"][1] is fastmath.swiglu  # noqa: SLF001
+
+
+@pytest.mark.parametrize(("rows", "cols", "first_visible", "period"), [
+    (1, 1, 0, 1), (3, 17, -1, 1), (5, 33, 28, 5), (12, 40, 10, 4), (7, 9, 30, 7), (64, 257, 100, 16),
+])
+def test_kernels_write_only_inside_their_buffers(kernels: native.NativeKernels, rows: int, cols: int,
+                                                 first_visible: int, period: int) -> None:
+    """Called directly on the middle of a guarded buffer: every value around it stays untouched
+    (the vectorized clones handle the tails of rows whose length is no multiple of their width)."""
+    guard = 64
+    rng = np.random.default_rng(rows * cols)
+    scores = np.full(guard + rows * cols + guard, 7.25, dtype=np.float32)
+    scores[guard:-guard] = rng.normal(0, 3, rows * cols)
+    address = scores.ctypes.data + guard * scores.itemsize
+    kernels.library.logitscope_softmax_rows_f32(address, rows, cols, first_visible, period)
+    assert np.all(scores[:guard] == 7.25) and np.all(scores[-guard:] == 7.25)
+    np.testing.assert_allclose(scores[guard:-guard].reshape(rows, cols).sum(axis=1), 1.0, rtol=1e-5)
+    n = rows * cols
+    gate, x = rng.normal(0, 3, n).astype(np.float32), rng.normal(0, 1, n).astype(np.float32)
+    out = np.full(guard + n + guard, 7.25, dtype=np.float32)
+    kernels.library.logitscope_swiglu_f32(gate.ctypes.data, x.ctypes.data, out.ctypes.data + guard * 4, n)
+    assert np.all(out[:guard] == 7.25) and np.all(out[-guard:] == 7.25)
+    np.testing.assert_allclose(out[guard:-guard], _silu_times(gate, x), rtol=2e-6, atol=1e-30)
