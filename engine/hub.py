@@ -323,8 +323,8 @@ class ModelEntry:
 _RECENT_LIMIT = 12
 
 
-def _normalise_spec(spec: str) -> str:
-    """Local folders are remembered by absolute path, so they work from any directory."""
+def normalise_spec(spec: str) -> str:
+    """Local folders are remembered (and compared) by absolute path, so they work from any directory."""
     spec = spec.strip()
     if spec == DEMO_SPEC or looks_like_repo_id(spec):
         return spec
@@ -345,7 +345,7 @@ def recent_models(directory: str | Path | None = None) -> list[str]:
 def record_recent(spec: str, directory: str | Path | None = None) -> None:
     """Put `spec` first in the recent list. Best effort: a read-only home never breaks loading."""
     folder = Path(directory or state_dir())
-    spec = _normalise_spec(spec)
+    spec = normalise_spec(spec)
     specs = [spec] + [s for s in recent_models(folder) if s != spec]
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -108,7 +108,7 @@ class LogitscopeApp(App[None]):
             busy = "A reply is streaming: Esc stops it" if self.controller.busy else "A model is still loading"
             self.notify(f"{busy}, then switch models.", severity="warning")
             return
-        current = self.model_spec if self.engine.model is not None else None
+        current = hub.normalise_spec(self.model_spec) if self.engine.model is not None else None
         self.push_screen(ModelPicker(hub.list_local_models, current), self._picked)
 
     def _load_pending(self) -> bool:

@@ -106,6 +106,26 @@ async def test_picking_loads_in_a_new_chat_and_records_recent(make_app: Any, sca
         assert [n.role for n in app.controller.conversation.path()] == ["user", "assistant"]
 
 
+async def test_a_folder_typed_as_a_relative_path_is_marked_loaded(make_app: Any, scan_threads: list[int],
+                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recent list keeps folders by absolute path; the picker compares the loaded one the same way."""
+    (tmp_path / "my-model").mkdir()
+    monkeypatch.chdir(tmp_path)
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        picker = await _open_picker(app, pilot)
+        picker.query_one(Input).value = "./my-model/"
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: str(tmp_path / "my-model") in hub.recent_models())
+        await wait_idle(app, pilot)
+        rows = _rows(await _open_picker(app, pilot))
+        loaded = [row for row in rows if "(loaded)" in row]
+        assert len(loaded) == 1 and loaded[0].startswith("my-model") and str(tmp_path / "my-model") in loaded[0]
+
+
 async def test_typed_spec_that_fails_leaves_a_working_app(make_app: Any, scan_threads: list[int]) -> None:
     engine = ScriptedEngine()
     app = make_app(engine)
