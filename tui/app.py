@@ -22,13 +22,12 @@ from tui.bindings import binding_ids, bindings_for
 from tui.commands import LogitscopeCommands
 from tui.controller import ChatController, Post
 from tui.keymap import build_keymap
-from tui.model.store import save_conversation
+from tui.model.store import last_conversation_path, save_conversation
 from tui.screens.chat import ChatScreen
 from tui.screens.help import HelpScreen
 from tui.screens.model_picker import ModelPicker
 from tui.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
 
-LAST_CONVERSATION = "last-conversation.json"
 
 
 class LogitscopeApp(App[None]):
@@ -57,7 +56,7 @@ class LogitscopeApp(App[None]):
         self.config_dir = config_dir if config_dir is not None else config.user_path.parent
         self.save_dir = save_dir if save_dir is not None else state_dir()
         self.keymap: dict[str, str] = {}
-        self.chat_screen = ChatScreen(self._make_controller, settings)
+        self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir))
         self._engine_closed = False
 
     def _make_controller(self, post: Post) -> ChatController:
@@ -165,7 +164,7 @@ class LogitscopeApp(App[None]):
         if conversation.root is None:
             return
         try:
-            save_conversation(conversation, self.save_dir / LAST_CONVERSATION)
+            save_conversation(conversation, last_conversation_path(self.save_dir))
         except OSError as exc:
             self.log.warning(f"could not save the conversation: {exc}")
 

@@ -34,6 +34,8 @@ class LogitscopeCommands(Provider):
             target = app if place == "app" else chat
             label = f"{description}  [{keymap.get(binding_id, key)}]"
             out.append((label, partial(app.run_action, action, target), tooltip))
+        out.append(("Resume last conversation", partial(app.run_action, "resume_last", chat),
+                    "Reopen the conversation saved when logitscope last quit"))
         for name, label in PANEL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
         for preset in chat.config.presets:

@@ -124,6 +124,8 @@ class ChatController:
         old = node.version
         if not self.can_start or old.tokens is None or not 0 <= index < len(old.tokens):
             return False
+        if not old.ids_fit(self.model_folder):  # another model's ids: they would mean other words
+            return False
         token = old.tokens[index]
         if not 0 <= position < len(token.candidates):
             return False
@@ -131,10 +133,11 @@ class ChatController:
         chosen = TokenEvent(index, cand.id, cand.text, cand.text, cand.logprob, cand.sampled_prob,
                             position + 1, token.entropy, token.candidates)
         tokens = [*old.tokens[:index], chosen]
-        version = Version(tokens=tokens, params=self.params, branched_at=index)
+        version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder)
         node.add_version(version)
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens))
-        request = GenerateRequest(self.conversation.messages(upto=node) + (prefix,), self.params, True)
+        request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder) + (prefix,),
+                                  self.params, True)
         return self._start(node, version, request)
 
     def stop(self) -> None:
@@ -148,9 +151,21 @@ class ChatController:
             self.conversation = Conversation(keep)
 
     def _answer(self, node: Node) -> bool:
-        version = node.add_version(Version(tokens=[], params=self.params))
-        request = GenerateRequest(self.conversation.messages(upto=node), self.params)
+        version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder))
+        request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder), self.params)
         return self._start(node, version, request)
+
+    @property
+    def model_folder(self) -> str | None:
+        """The loaded model's folder: what tags the replies (their token ids are this model's)."""
+        return self.engine.model.path if self.engine.model is not None else None
+
+    def resume(self, conversation: Conversation) -> bool:
+        """Continue `conversation` (one saved earlier); not while a reply runs."""
+        if self.busy:
+            return False
+        self.conversation = conversation
+        return True
 
     def _start(self, node: Node, version: Version, request: GenerateRequest) -> bool:
         self._streaming = node

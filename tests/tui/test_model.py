@@ -51,6 +51,25 @@ def test_messages_for_the_engine() -> None:
     assert [m.role for m in upto] == ["system", "user"]
 
 
+def test_reply_ids_go_to_the_model_that_made_them_only() -> None:
+    conv = _sample()
+    reply = conv.path()[1].version
+    reply.model = "/models/a"
+    assert conv.messages(model="/models/a")[2].token_ids == (10, 11)
+    other = conv.messages(model="/models/b")[2]
+    assert other.token_ids is None and other.text == "Help"  # as text: the engine tokenizes it
+    reply.model = None  # made in this session, for whatever model is loaded
+    assert conv.messages(model="/models/b")[2].token_ids == (10, 11)
+
+
+def test_files_without_model_tags_never_splice_ids() -> None:
+    data = _sample().to_dict()
+    data["root"]["versions"][0]["child"]["versions"][1].pop("model")  # a file from before the tags
+    reply = Conversation.from_dict(data).path()[1].version
+    assert reply.model == "" and not reply.ids_fit(None) and not reply.ids_fit("/models/a")
+    assert Conversation.from_dict(data).messages(model="/models/a")[2].token_ids is None
+
+
 def test_round_trip_through_dict_and_json(tmp_path: Path) -> None:
     conv = _sample()
     data = conv.to_dict()
@@ -63,6 +82,8 @@ def test_round_trip_through_dict_and_json(tmp_path: Path) -> None:
     save_conversation(conv, tmp_path / "c.json")
     assert load_conversation(tmp_path / "c.json").to_dict() == data
     assert len(list(again.iter_nodes())) == 3
+    conv.path()[1].version.model = "/models/a"
+    assert Conversation.from_dict(json.loads(json.dumps(conv.to_dict()))).path()[1].version.model == "/models/a"
 
 
 def test_streaming_text_is_joined_tokens() -> None:

@@ -50,10 +50,17 @@ class Version:
     branched_at: int | None = None  # token index where this branch left its sibling
     stats: TurnStats | None = None
     child: "Node | None" = None  # the message that follows this version
+    # The folder of the model whose token ids `tokens` holds (assistant only). None: made in this
+    # session for the model loaded now; "" (a file without it): unknown, so never spliced by id.
+    model: str | None = None
 
     @property
     def token_ids(self) -> tuple[int, ...]:
         return tuple(t.id for t in self.tokens or ())
+
+    def ids_fit(self, model: str | None) -> bool:
+        """Whether this version's token (and candidate) ids belong to the model in folder `model`."""
+        return self.model is None or self.model == model
 
     def reply_text(self) -> str:
         """The text so far: the joined tokens while streaming, the engine's text once finished."""
@@ -120,14 +127,18 @@ class Conversation:
         index = next(i for i, n in enumerate(path) if n is node)
         return path[index - 1] if index else None
 
-    def messages(self, upto: Node | None = None) -> tuple[Message, ...]:
-        """The engine's view of the path, up to but excluding `upto`."""
+    def messages(self, upto: Node | None = None, model: str | None = None) -> tuple[Message, ...]:
+        """The engine's view of the path, up to but excluding `upto`, for the model in folder `model`.
+
+        A reply enters as its exact token ids only when they are that model's (`ids_fit`);
+        otherwise as text, which the engine tokenizes: another model's ids would mean other words.
+        """
         out = [Message("system", self.system_prompt)] if self.system_prompt else []
         for node in self.path():
             if node is upto:
                 break
             version = node.version
-            ids = version.token_ids if version.tokens is not None else None
+            ids = version.token_ids if version.tokens is not None and version.ids_fit(model) else None
             out.append(Message(node.role, version.reply_text(), ids))
         return tuple(out)
 
@@ -164,6 +175,7 @@ def _version_to_dict(v: Version) -> dict[str, Any]:
         "branched_at": v.branched_at,
         "stats": None if v.stats is None else dict(v.stats.__dict__),
         "child": None if v.child is None else _node_to_dict(v.child),
+        "model": v.model,
     }
 
 
@@ -187,6 +199,7 @@ def _version_from_dict(data: dict[str, Any]) -> Version:
         branched_at=data.get("branched_at"),
         stats=None if data.get("stats") is None else TurnStats(**data["stats"]),
         child=None if data.get("child") is None else _node_from_dict(data["child"]),
+        model=data["model"] if "model" in data else "",  # older files: whose ids these are is unknown
     )
 
 

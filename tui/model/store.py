@@ -9,6 +9,12 @@ from pathlib import Path
 
 from tui.model.conversation import Conversation
 
+LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
+
+
+def last_conversation_path(save_dir: Path) -> Path:
+    return save_dir / LAST_CONVERSATION
+
 
 def save_conversation(conversation: Conversation, path: Path) -> None:
     """JSON via a temporary file and `os.replace`: the old file or the new one, never half."""

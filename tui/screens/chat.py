@@ -6,6 +6,8 @@ It is the only place that knows both the controller and the widgets; widgets sta
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Callable
 
 from textual import on
@@ -21,6 +23,7 @@ from tui.bindings import bindings_for
 from tui.controller import ChatController, Post
 from tui.model.conversation import Node
 from tui.model.params import apply_preset, parse_param, step_param
+from tui.model.store import load_conversation
 from tui.screens.dialogs import TextDialog, ValueDialog
 from tui.widgets.candidates import CandidatesPanel
 from tui.widgets.chat_input import ChatInput
@@ -41,10 +44,13 @@ class ChatScreen(Screen[None]):
     """
     BINDINGS = bindings_for("screen")
 
-    def __init__(self, make_controller: Callable[[Post], ChatController], config: Config) -> None:
+    def __init__(self, make_controller: Callable[[Post], ChatController], config: Config,
+                 saved_conversation: Path | None = None) -> None:
+        """`saved_conversation`: the file the app writes on quit, which "resume" reopens."""
         super().__init__()
         self.controller = make_controller(self.post_message)
         self.config = config
+        self.saved_conversation = saved_conversation
         self.heatmap = config.ui.heatmap
         self.preset = ""
 
@@ -166,6 +172,9 @@ class ChatScreen(Screen[None]):
             self.notify("Stop the running reply first (Esc).", severity="warning")
         elif self.controller.loading:
             self.notify("A model is loading.", severity="warning")
+        elif not cursor[0].version.ids_fit(self.controller.model_folder):
+            self.notify("This reply came from another model: regenerate it to branch with this one.",
+                        severity="warning")
         elif not self.controller.branch(cursor[0], cursor[1], event.position):
             self.notify(f"There is no candidate {event.position + 1} here.", severity="warning")
         else:
@@ -275,6 +284,36 @@ class ChatScreen(Screen[None]):
         transcript.clear()
         transcript.show(self.controller.conversation)
         self.query_one(StatusBar).stats = None
+
+    def action_resume_last(self) -> None:
+        """Reopen the conversation saved when logitscope last quit (read off the event loop)."""
+        if self.controller.busy or self.saved_conversation is None:
+            self.notify("Busy: Esc stops the reply first." if self.controller.busy else "Nothing is saved here.")
+            return
+        self.run_worker(self._resume(self.saved_conversation), group="resume", exclusive=True)
+
+    async def _resume(self, path: Path) -> None:
+        try:
+            conversation = await asyncio.to_thread(load_conversation, path)
+        except FileNotFoundError:
+            self.notify("No saved conversation yet: logitscope saves the current one when it quits.",
+                        severity="warning")
+            return
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            self.notify(f"Could not read {path}: {reason}", severity="error", timeout=15)
+            return
+        if not self.controller.resume(conversation):
+            self.notify("Busy: Esc stops the reply first.")
+            return
+        transcript = self.query_one(Transcript)
+        transcript.clear()
+        transcript.show(conversation)
+        self.query_one(StatusBar).stats = None
+        model = self.controller.model_folder
+        foreign = any(v.tokens is not None and not v.ids_fit(model) for n in conversation.iter_nodes() for v in n.versions)
+        note = " Its replies came from another model: they continue as text." if foreign else ""
+        self.notify(f"Resumed the conversation saved on quit ({len(conversation.path())} messages).{note}")
 
     def action_system_prompt(self) -> None:
         def done(text: str | None) -> None:

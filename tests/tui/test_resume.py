@@ -1,0 +1,84 @@
+"""Resuming the conversation saved on quit: it comes back whole, and a reply's token ids are
+reused only with the model that produced them (another model's ids would mean other words)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.fake import ScriptedEngine
+from tui.model.store import last_conversation_path
+from tui.widgets.transcript import Transcript
+from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
+
+
+async def _chat_and_quit(make_app: Any) -> None:
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+
+
+def _notes(app: Any) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def test_resume_brings_back_the_conversation_with_its_exact_ids(make_app: Any, tmp_path: Path) -> None:
+    await _chat_and_quit(make_app)
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await palette_run(pilot, "Resume last conversation")
+        await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
+        await pilot.pause()
+        reply = app.controller.conversation.path()[-1].version
+        assert reply.model == "/scripted/demo" and reply.tokens
+        assert "hi" in screen_text(app) and reply.reply_text()[:10] in screen_text(app)
+        assert any(n.startswith("Resumed the conversation saved on quit (2 messages).") for n in _notes(app))
+        await send(app, pilot, "and then?")
+        sent = engine.requests[-1].messages
+        assert [m.role for m in sent] == ["user", "assistant", "user"]
+        assert sent[1].token_ids == reply.token_ids  # the same model: spliced exactly
+        await pilot.press("escape", "right", "home")
+        await pilot.press("2")  # branching from the resumed reply works too
+        await wait_idle(app, pilot)
+        assert engine.requests[-1].continue_last
+
+
+async def test_another_models_replies_continue_as_text_and_cannot_be_branched(make_app: Any) -> None:
+    await _chat_and_quit(make_app)
+    engine = ScriptedEngine()
+    app = make_app(engine, config_text='[model]\ndefault = "other/model"\n')
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        assert engine.model is not None and engine.model.path == "/scripted/other/model"
+        await palette_run(pilot, "Resume last conversation")
+        await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
+        await pilot.pause()
+        assert any("another model: they continue as text" in n for n in _notes(app))
+        await pilot.press("escape", "right", "home")
+        await pilot.press("2")
+        await pilot.pause()
+        assert any("came from another model" in n for n in _notes(app))
+        assert len(app.controller.conversation.path()[-1].versions) == 1  # no branch was made
+        await send(app, pilot, "more")
+        old_reply = engine.requests[-1].messages[1]
+        assert old_reply.role == "assistant" and old_reply.token_ids is None and old_reply.text
+
+
+async def test_nothing_saved_or_a_broken_file_is_one_line(make_app: Any, tmp_path: Path) -> None:
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await palette_run(pilot, "Resume last conversation")
+        await wait_until(pilot, lambda: any("No saved conversation yet" in n for n in _notes(app)))
+        saved = last_conversation_path(app.save_dir)
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text("{not json", encoding="utf-8")
+        await palette_run(pilot, "Resume last conversation")
+        await wait_until(pilot, lambda: any(n.startswith(f"Could not read {saved}:") for n in _notes(app)))
+        assert all("\n" not in n for n in _notes(app))
+        assert app.controller.conversation.root is None
+        assert app.screen.query_one(Transcript).cursor is None
