@@ -56,9 +56,9 @@ def prefill_attention(
         k, v = keys[..., :seen, :], values[..., :seen, :]
         block = q[..., start:stop, :].reshape(b, kv_heads, group * (stop - start), d)  # one matmul per key head
         scores = (block @ k.swapaxes(-1, -2)).astype(mx.float32)
-        if kernels is not None and (causal or mask is None):
-            first_visible = length - n + start if causal else -1
-            weights = kernels.softmax_rows_(scores, first_visible, stop - start)  # our own array: in place
+        weights = _native_softmax(kernels, scores, length - n + start if causal else -1, stop - start) \
+            if kernels is not None and (causal or mask is None) else None
+        if weights is not None:
             mixed = weights.astype(values.dtype) @ v
         else:
             mixed = _masked_softmax_times(scores.reshape(b, kv_heads, group, stop - start, seen), v, mask,
@@ -66,6 +66,15 @@ def prefill_attention(
         outputs.append(mixed.reshape(b, kv_heads, group, stop - start, d))
     out = outputs[0] if len(outputs) == 1 else mx.concatenate(outputs, axis=3)
     return out.reshape(b, h, n, d)
+
+
+def _native_softmax(kernels: NativeKernels, scores: mx.array, first_visible: int, period: int) -> mx.array | None:
+    """The kernels' in-place softmax of `scores` (an array this module made and holds alone), or
+    None when MLX laid it out in a way C cannot write (then the MLX path computes it)."""
+    try:
+        return kernels.softmax_rows_(scores, first_visible, period)
+    except ValueError:
+        return None
 
 
 def _masked_softmax_times(scores: mx.array, v: mx.array, mask: str | mx.array | None,

@@ -175,3 +175,15 @@ def test_kernels_write_only_inside_their_buffers(kernels: native.NativeKernels, 
     kernels.library.logitscope_swiglu_f32(gate.ctypes.data, x.ctypes.data, out.ctypes.data + guard * 4, n)
     assert np.all(out[:guard] == 7.25) and np.all(out[-guard:] == 7.25)
     np.testing.assert_allclose(out[guard:-guard], _silu_times(gate, x), rtol=2e-6, atol=1e-30)
+
+
+def test_attention_falls_back_to_mlx_when_the_scores_cannot_be_written(kernels: native.NativeKernels,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: Any, *args: Any) -> mx.array:
+        raise ValueError("native kernels write only contiguous float32 arrays in place")
+
+    monkeypatch.setattr(native.NativeKernels, "softmax_rows_", refuse)
+    q, k, v = (mx.random.normal((1, 2, 6, 8), key=mx.random.key(10 + i)) for i in range(3))
+    got = attention.prefill_attention(q, k, v, 0.3, "causal", kernels)
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask="causal")
+    np.testing.assert_allclose(np.array(got), np.array(want), atol=2e-6)
