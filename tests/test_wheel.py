@@ -41,7 +41,7 @@ def test_wheel_contains_the_data_files(wheel: Path) -> None:
     demo = {f"engine/demo_model/{f.name}" for f in (REPO / "engine" / "demo_model").iterdir() if f.is_file()}
     assert {"engine/demo_model/model.safetensors", "engine/demo_model/config.json"} <= demo <= names
     assert {"engine/config.py", "engine/config_files.py", "tui/themes.py", "tui/keymap.py"} <= names
-    assert "engine/gemv_forward.c" in names  # compiled on first use (engine.gemv_forward)
+    assert {"engine/gemv_forward.c", "engine/native.c"} <= names  # compiled on first use (engine.cbuild)
     themes = {n for n in names if n.startswith("themes/") and n.endswith(".toml")}
     shipped = {f"themes/{p.name}" for p in (REPO / "themes").glob("*.toml")}
     assert themes == shipped and len(themes) >= 4
