@@ -11,7 +11,8 @@ cheaper, and accurate to ~3e-7 relative (MLX's own exp: ~2e-6). Queries are proc
 L2 cache (the per-score cost triples once they do not), and a causal block only scores the keys
 its queries can see, which halves the work of a fresh prompt. Where `engine.native` builds, the
 softmax of each block (mask, maximum, exponentials, sum, scaling) is one vectorized C pass
-instead: a 1,000-token prompt of the 2M bench model took 106 ms instead of 313 (BENCHMARKS.md).
+instead: a 1,079-token prompt of the 2M bench model got its first token in 125 ms instead of
+313 (BENCHMARKS.md, section 0).
 
 How it is wired (`engine.routing`): mlx-lm's model modules call the
 `scaled_dot_product_attention` they imported from `mlx_lm.models.base`; on the engine thread,
