@@ -69,8 +69,11 @@ async def test_another_models_replies_continue_as_text_and_cannot_be_branched(ma
 
 
 async def test_nothing_saved_or_a_broken_file_is_one_line(make_app: Any, tmp_path: Path) -> None:
-    app = make_app(ScriptedEngine())
+    app = make_app(ScriptedEngine(load_delay=1.0))
     async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.controller.loading)
+        app.screen.action_resume_last()  # whose ids a reply may reuse is unknown until the model is in
+        await wait_until(pilot, lambda: any("A model is loading" in n for n in _notes(app)))
         await wait_idle(app, pilot)
         await palette_run(pilot, "Resume last conversation")
         await wait_until(pilot, lambda: any("No saved conversation yet" in n for n in _notes(app)))

@@ -287,8 +287,10 @@ class ChatScreen(Screen[None]):
 
     def action_resume_last(self) -> None:
         """Reopen the conversation saved when logitscope last quit (read off the event loop)."""
-        if self.controller.busy or self.saved_conversation is None:
-            self.notify("Busy: Esc stops the reply first." if self.controller.busy else "Nothing is saved here.")
+        if self.controller.busy or self.controller.loading or self.saved_conversation is None:
+            self.notify("Busy: Esc stops the reply first." if self.controller.busy else
+                        "A model is loading: resume once it is ready." if self.controller.loading else
+                        "Nothing is saved here.")
             return
         self.run_worker(self._resume(self.saved_conversation), group="resume", exclusive=True)
 
