@@ -82,6 +82,9 @@ async def test_nothing_saved_or_a_broken_file_is_one_line(make_app: Any, tmp_pat
         saved.write_text("{not json", encoding="utf-8")
         await palette_run(pilot, "Resume last conversation")
         await wait_until(pilot, lambda: any(n.startswith(f"Could not read {saved}:") for n in _notes(app)))
+        saved.write_text('[{"role": "user"}]', encoding="utf-8")  # JSON, but not a conversation
+        await palette_run(pilot, "Resume last conversation")
+        await wait_until(pilot, lambda: any("not a saved conversation" in n for n in _notes(app)))
         assert all("\n" not in n for n in _notes(app))
         assert app.controller.conversation.root is None
         assert app.screen.query_one(Transcript).cursor is None

@@ -30,5 +30,9 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
 
 
 def load_conversation(path: Path) -> Conversation:
-    """The inverse of `save_conversation` (raises OSError / ValueError on a bad file)."""
-    return Conversation.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    """The inverse of `save_conversation`: OSError if unreadable, ValueError for anything else wrong."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return Conversation.from_dict(data)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"not a saved conversation ({type(exc).__name__}: {exc})") from exc

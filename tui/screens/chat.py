@@ -301,7 +301,7 @@ class ChatScreen(Screen[None]):
             self.notify("No saved conversation yet: logitscope saves the current one when it quits.",
                         severity="warning")
             return
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError) as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             self.notify(f"Could not read {path}: {reason}", severity="error", timeout=15)
             return
