@@ -99,9 +99,18 @@ def load(folder: Path | None = None) -> tuple[NativeKernels | None, str]:
 
 
 @functools.cache
+def _process_load() -> tuple[NativeKernels | None, str]:
+    return load()
+
+
 def process_kernels() -> NativeKernels | None:
     """The kernels for this process, built into the user's cache on first use (then reused)."""
-    return load()[0]
+    return _process_load()[0]
+
+
+def process_status() -> str:
+    """"on", or "off: <why>", for this process's kernels (loading them if nothing has yet)."""
+    return _process_load()[1]
 
 
 def swiglu_with(kernels: NativeKernels | None, fallback: Callable[[mx.array, mx.array], mx.array]

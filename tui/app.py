@@ -29,7 +29,6 @@ from tui.screens.model_picker import ModelPicker
 from tui.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
 
 
-
 class LogitscopeApp(App[None]):
     """logitscope: chat with a local model and see what it almost said."""
 

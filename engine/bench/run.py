@@ -67,7 +67,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
     if "tui" in sections:
         progress("bench: TUI (subprocesses)")
         tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000)
-    header = {**describe(blas, dtype), "native kernels": native.load()[1], "bench model weights": plan.weights_dtype,
+    header = {**describe(blas, dtype), "native kernels": native.process_status(), "bench model weights": plan.weights_dtype,
               "rounds": plan.rounds}
     return Report(header, list(sections.values()))
 

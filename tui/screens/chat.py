@@ -280,6 +280,10 @@ class ChatScreen(Screen[None]):
             self.notify("Busy: Esc stops the reply first.")
             return
         self.controller.new_chat()
+        self._show_new_conversation()
+
+    def _show_new_conversation(self) -> None:
+        """Redraw the transcript for the controller's (new or resumed) conversation; no turn stats."""
         transcript = self.query_one(Transcript)
         transcript.clear()
         transcript.show(self.controller.conversation)
@@ -308,10 +312,7 @@ class ChatScreen(Screen[None]):
         if not self.controller.resume(conversation):
             self.notify("Busy: Esc stops the reply first.")
             return
-        transcript = self.query_one(Transcript)
-        transcript.clear()
-        transcript.show(conversation)
-        self.query_one(StatusBar).stats = None
+        self._show_new_conversation()
         model = self.controller.model_folder
         foreign = any(v.tokens is not None and not v.ids_fit(model) for n in conversation.iter_nodes() for v in n.versions)
         note = " Its replies came from another model: they continue as text." if foreign else ""
