@@ -18,6 +18,12 @@ def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model-loading tests' read-only source folder (test_models.py and test_hub.py copy it)."""
+    return build_model(tmp_path_factory.mktemp("models") / "tiny-chat")
+
+
+@pytest.fixture(scope="session")
 def chatml_model(tiny_root: Path) -> Path:
     """A tiny Llama with a ChatML template (stop token <|im_end|>)."""
     return build_model(tiny_root / "chatml", "chatml")

@@ -90,11 +90,13 @@ class LogitscopeApp(App[None]):
     # --- models
 
     def _start_load(self, spec: str) -> None:
-        self.run_worker(self._load_model(spec), name="load-model", group="load-model")
+        """Start the load now (the controller's `loading` is true from here) and follow it up."""
+        load = self.controller.load(spec, self.trust_remote_code)
+        self.run_worker(self._after_load(spec, load), name="load-model", group="load-model")
 
-    async def _load_model(self, spec: str) -> None:
-        """Load `spec` through the controller; a success goes first in the picker's recent list."""
-        if await self.controller.load(spec, self.trust_remote_code):
+    async def _after_load(self, spec: str, load: asyncio.Task[bool]) -> None:
+        """A success goes first in the picker's recent list. (Cancelling this cancels the load.)"""
+        if await load:
             self.model_spec = spec
             await asyncio.to_thread(hub.record_recent, spec)
 
@@ -102,16 +104,12 @@ class LogitscopeApp(App[None]):
         """Open the model picker (not over another picker, not while a reply or a load runs)."""
         if isinstance(self.screen, ModelPicker):
             return
-        if self.controller.busy or self._load_pending():
+        if self.controller.busy or self.controller.loading:
             busy = "A reply is streaming: Esc stops it" if self.controller.busy else "A model is still loading"
             self.notify(f"{busy}, then switch models.", severity="warning")
             return
         current = hub.normalise_spec(self.model_spec) if self.engine.model is not None else None
         self.push_screen(ModelPicker(hub.list_local_models, current), self._picked)
-
-    def _load_pending(self) -> bool:
-        """A load worker exists that has not finished (it may not have started running yet)."""
-        return any(w.group == "load-model" and not w.is_finished for w in self.workers)
 
     def _picked(self, spec: str | None) -> None:
         if spec:
@@ -119,7 +117,7 @@ class LogitscopeApp(App[None]):
 
     def switch_model(self, spec: str) -> None:
         """Load another model; the conversation belonged to the old one, so a new chat starts."""
-        if not self.controller.can_start or self._load_pending():
+        if not self.controller.can_start:
             self.notify("Busy: wait for the reply or the load to end, then switch models.", severity="warning")
             return
         self.chat_screen.action_new_chat()

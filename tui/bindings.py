@@ -35,6 +35,8 @@ _SPECS: tuple[_Spec, ...] = (
     ("screen", "chat.edit_last", "f4", "edit_last", "Edit last",
      "Edit and resend your last message (the old one stays as a branch)", False, False),
     ("screen", "chat.new", "ctrl+n", "new_chat", "New chat", "Start a new conversation", False, False),
+    ("screen", "chat.resume", "ctrl+l", "resume_last", "Resume last",
+     "Reopen the conversation saved when logitscope last quit", False, False),
     ("screen", "chat.system_prompt", "f2", "system_prompt", "System prompt",
      "Set the system prompt", False, False),
     ("screen", "view.heatmap", "f3", "toggle_heatmap", "Heatmap", "Colour every token by probability",

@@ -9,7 +9,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Awaitable, Callable
 
-from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
+from textual.content import Content
 
 from tui.bindings import ALL_SPECS
 from tui.model.params import PANEL_PARAMS
@@ -34,8 +35,6 @@ class LogitscopeCommands(Provider):
             target = app if place == "app" else chat
             label = f"{description}  [{keymap.get(binding_id, key)}]"
             out.append((label, partial(app.run_action, action, target), tooltip))
-        out.append(("Resume last conversation", partial(app.run_action, "resume_last", chat),
-                    "Reopen the conversation saved when logitscope last quit"))
         for name, label in PANEL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
         for preset in chat.config.presets:
@@ -46,11 +45,25 @@ class LogitscopeCommands(Provider):
 
     async def discover(self) -> Hits:
         for label, callback, help_text in self._commands():
-            yield DiscoveryHit(label, callback, help=help_text)
+            yield DiscoveryHit(Content(label), callback, text=label, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for label, callback, help_text in self._commands():
             score = matcher.match(label)
             if score > 0:
-                yield Hit(score, matcher.highlight(label), callback, help=help_text)
+                yield Hit(score, _highlight(matcher, label), callback, text=label, help=help_text)
+
+
+def _highlight(matcher: Matcher, label: str) -> Content:
+    """`label` with the query's letters marked, read as plain text.
+
+    `Matcher.highlight` reads its argument as markup, where a key shown as "[f1]" is a style tag
+    and vanishes from the label; the labels here are plain text, brackets and all.
+    """
+    _score, offsets = matcher.fuzzy_search.match(matcher.query, label)
+    content = Content(label)
+    for offset in offsets:
+        if not label[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content

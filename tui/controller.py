@@ -46,12 +46,17 @@ class ChatController:
         self._last_flush = 0.0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._closed = False
-        self.loading = False  # a model load is under way: no turn may start
+        self._load_task: asyncio.Task[bool] | None = None
 
     @property
     def busy(self) -> bool:
         """True while a reply is streaming."""
         return self._task is not None and not self._task.done()
+
+    @property
+    def loading(self) -> bool:
+        """True from the moment a load is asked for until it ends: the one record of a running load."""
+        return self._load_task is not None and not self._load_task.done()
 
     @property
     def can_start(self) -> bool:
@@ -64,23 +69,27 @@ class ChatController:
 
     # --- model
 
-    async def load(self, spec: str, trust_remote_code: bool = False) -> bool:
-        """Load a model, posting progress; a failure is a message, never an exception.
+    def load(self, spec: str, trust_remote_code: bool = False) -> asyncio.Task[bool]:
+        """Start loading a model; the task's result says whether it loaded.
 
         No turn starts while it runs: the engine drops the old model first, and a reply would
-        otherwise go to whichever model happens to be there.
+        otherwise go to whichever model happens to be there. The task is created here, so
+        `loading` is already true when this returns, before the task has run a step: a key
+        handled in between is refused too.
         """
+        self._load_task = asyncio.create_task(self._load(spec, trust_remote_code))
+        return self._load_task
+
+    async def _load(self, spec: str, trust_remote_code: bool) -> bool:
+        """Load, posting progress; a failure is a message, never an exception."""
         def progress(progress: LoadProgress) -> None:
             self._post(msg.ModelLoading(progress))
-        self.loading = True
         self._post(msg.ModelLoadStarted(spec))
         try:
             info = await self.engine.load(spec, trust_remote_code=trust_remote_code, on_progress=progress)
         except EngineError as exc:
             self._post(msg.ModelLoadFailed(str(exc)))
             return False
-        finally:
-            self.loading = False
         self._post(msg.ModelLoaded(info))
         return True
 
@@ -216,7 +225,7 @@ class ChatController:
             self._flush_handle = None
 
     async def close(self) -> None:
-        """Stop any turn and close the engine (its thread stopped and joined). Idempotent."""
+        """Stop any turn or load and close the engine (its thread stopped and joined). Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -224,4 +233,7 @@ class ChatController:
             self.engine.cancel()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.loading and self._load_task is not None:  # no task outlives the controller
+            self._load_task.cancel()
+            await asyncio.gather(self._load_task, return_exceptions=True)
         await self.engine.close()

@@ -136,7 +136,7 @@ async def test_typed_spec_that_fails_leaves_a_working_app(make_app: Any, scan_th
         picker.query_one(Input).value = "nope/missing"
         await pilot.pause()
         await pilot.press("enter")
-        await wait_until(pilot, lambda: not app._load_pending())
+        await wait_until(pilot, lambda: not app.controller.loading)
         await pilot.pause()
         assert engine.model is None
         notes = [n.message for n in app._notifications]
@@ -169,6 +169,22 @@ async def test_no_switch_while_a_reply_streams(make_app: Any, scan_threads: list
         assert not isinstance(app.screen, ModelPicker)
         assert any("then switch models" in n.message for n in app._notifications)
         await pilot.press("escape")
+
+
+async def test_a_load_counts_from_the_moment_it_is_asked_for(make_app: Any) -> None:
+    """Before the load has run a step, a second switch and a send are already refused."""
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        app.switch_model("org/other")
+        assert app.controller.loading and not app.controller.can_start  # no await in between
+        assert not app.controller.send("too soon")
+        app.switch_model("org/third")
+        await wait_until(pilot, lambda: any("then switch models" in n.message for n in app._notifications))
+        await wait_until(pilot, lambda: not app.controller.loading)
+        assert engine.model is not None and engine.model.name == "org/other"
+        assert app.controller.conversation.root is None
 
 
 def test_compute_label_is_short() -> None:

@@ -30,7 +30,7 @@ async def test_resume_brings_back_the_conversation_with_its_exact_ids(make_app: 
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
-        await palette_run(pilot, "Resume last conversation")
+        await palette_run(pilot, "Resume last")
         await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
         await pilot.pause()
         reply = app.controller.conversation.path()[-1].version
@@ -47,6 +47,47 @@ async def test_resume_brings_back_the_conversation_with_its_exact_ids(make_app: 
         assert engine.requests[-1].continue_last
 
 
+async def test_ctrl_l_resumes_and_the_palette_lists_resume_once(make_app: Any) -> None:
+    await _chat_and_quit(make_app)
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+l")  # from the input, where the focus starts
+        await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
+        await pilot.pause()
+        assert "hi" in screen_text(app)
+        assert any(n.startswith("Resumed the conversation saved on quit (2 messages).") for n in _notes(app))
+        await pilot.press("ctrl+p", *"Resume")
+        await wait_until(pilot, lambda: _palette_rows(app) != [])
+        assert [row for row in _palette_rows(app) if "Resume" in row] == ["Resume last  [ctrl+l]"]
+
+
+async def test_resume_key_is_rebound_by_id(make_app: Any) -> None:
+    await _chat_and_quit(make_app)
+    app = make_app(ScriptedEngine(), config_text='[keys]\n"chat.resume" = "f12"\n')
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        assert app.controller.conversation.root is None  # the old key no longer resumes
+        await pilot.press("f12")
+        await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
+        await pilot.press("ctrl+p", *"Resume")
+        await wait_until(pilot, lambda: _palette_rows(app) != [])
+        assert [row for row in _palette_rows(app) if "Resume" in row] == ["Resume last  [f12]"]
+
+
+def _palette_rows(app: Any) -> list[str]:
+    """The command palette's listed commands, as plain text (first line of each)."""
+    from textual.command import CommandList
+
+    lists = app.screen.query(CommandList)
+    if not lists:
+        return []
+    options = lists.first()
+    return [str(options.get_option_at_index(i).prompt).splitlines()[0] for i in range(options.option_count)]
+
+
 async def test_another_models_replies_continue_as_text_and_cannot_be_branched(make_app: Any) -> None:
     await _chat_and_quit(make_app)
     engine = ScriptedEngine()
@@ -54,7 +95,7 @@ async def test_another_models_replies_continue_as_text_and_cannot_be_branched(ma
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
         assert engine.model is not None and engine.model.path == "/scripted/other/model"
-        await palette_run(pilot, "Resume last conversation")
+        await palette_run(pilot, "Resume last")
         await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
         await pilot.pause()
         assert any("another model: they continue as text" in n for n in _notes(app))
@@ -75,15 +116,15 @@ async def test_nothing_saved_or_a_broken_file_is_one_line(make_app: Any, tmp_pat
         app.screen.action_resume_last()  # whose ids a reply may reuse is unknown until the model is in
         await wait_until(pilot, lambda: any("A model is loading" in n for n in _notes(app)))
         await wait_idle(app, pilot)
-        await palette_run(pilot, "Resume last conversation")
+        await palette_run(pilot, "Resume last")
         await wait_until(pilot, lambda: any("No saved conversation yet" in n for n in _notes(app)))
         saved = last_conversation_path(app.save_dir)
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text("{not json", encoding="utf-8")
-        await palette_run(pilot, "Resume last conversation")
+        await palette_run(pilot, "Resume last")
         await wait_until(pilot, lambda: any(n.startswith(f"Could not read {saved}:") for n in _notes(app)))
         saved.write_text('[{"role": "user"}]', encoding="utf-8")  # JSON, but not a conversation
-        await palette_run(pilot, "Resume last conversation")
+        await palette_run(pilot, "Resume last")
         await wait_until(pilot, lambda: any("not a saved conversation" in n for n in _notes(app)))
         assert all("\n" not in n for n in _notes(app))
         assert app.controller.conversation.root is None
