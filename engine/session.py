@@ -17,7 +17,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from engine.lastrow import LastRowHead
-from engine.prompt import common_prefix_len
+from engine.prompt import TextEncoder, common_prefix_len
 from engine.textstream import PieceCache
 
 PREFILL_CHUNK = 512  # tokens per prefill forward pass: bounds peak memory on long prompts
@@ -36,6 +36,7 @@ class Session:
         self.tokenizer = tokenizer
         self.context_limit = context_limit
         self.pieces = PieceCache(tokenizer)
+        self.encode = TextEncoder(tokenizer)  # remembers the conversation's text runs between turns
         self.stream = stream  # the engine thread's own stream: MLX streams belong to a thread
         self.cache: list[Any] = make_prompt_cache(model)
         self.tokens: list[int] = []  # exactly the ids whose keys/values are in `cache`, in order
@@ -48,8 +49,14 @@ class Session:
         from feeding the last prompt id.
         """
         keep = common_prefix_len(self.tokens, prompt)
-        if keep == len(prompt):
-            keep -= 1
+        return self._trim_to(keep - 1 if keep == len(prompt) else keep)
+
+    def keep_prefix(self, ids: Sequence[int]) -> int:
+        """Cut the cache back to what `ids` shares with it (all of it may be kept); returns that length."""
+        return self._trim_to(common_prefix_len(self.tokens, ids))
+
+    def _trim_to(self, keep: int) -> int:
+        """Drop every cached position from `keep` on; a cache that cannot be trimmed starts over (0)."""
         drop = len(self.tokens) - keep
         if drop > 0:
             if not can_trim_prompt_cache(self.cache) or trim_prompt_cache(self.cache, drop) != drop:
@@ -64,19 +71,23 @@ class Session:
         self.tokens = []
         self.rebuilds += 1
 
-    def prefill(self, ids: Sequence[int], should_stop: Callable[[], bool] = lambda: False) -> bool:
-        """Feed `ids` into the cache without asking for logits, in bounded chunks.
+    def prefill(
+        self, ids: Sequence[int], should_stop: Callable[[], bool] = lambda: False, chunk: int | None = None
+    ) -> bool:
+        """Feed `ids` into the cache without asking for logits, `chunk` ids per forward pass
+        (default `PREFILL_CHUNK`).
 
         `should_stop` is asked between chunks (a long prompt on a slow CPU takes seconds per
         chunk); returns False if it stopped early. Whatever was fed stays cached and recorded.
         """
-        for start in range(0, len(ids), PREFILL_CHUNK):
+        chunk = chunk or PREFILL_CHUNK
+        for start in range(0, len(ids), chunk):
             if should_stop():
                 return False
-            chunk = list(ids[start : start + PREFILL_CHUNK])
-            self.model(mx.array(chunk, dtype=mx.int32)[None], cache=self.cache)
+            part = list(ids[start : start + chunk])
+            self.model(mx.array(part, dtype=mx.int32)[None], cache=self.cache)
             mx.eval([c.state for c in self.cache])
-            self.tokens.extend(chunk)
+            self.tokens.extend(part)
         return True
 
     def forward(self, ids: mx.array) -> mx.array:

@@ -42,11 +42,19 @@ def reads(finished: TurnFinished) -> int:
     return finished.generated_tokens + (finished.finish_reason == "stop")
 
 
+def unfed(finished: TurnFinished) -> int:
+    """1 when the turn's last token read was never fed: the last one the limit allowed (nothing
+    would use its step) or a stop token read first (read before its step is built)."""
+    return int(reads(finished) >= GREEDY.max_tokens or reads(finished) == 1 and finished.finish_reason == "stop")
+
+
 def assert_fed_exactly(fed: list[int], finished: TurnFinished) -> None:
-    """The model saw the new suffix once, then one id per token read; nothing else."""
-    assert sum(fed) == finished.prefilled_tokens + reads(finished)
+    """The model saw the new suffix once, then one id per token read but an unfed last one;
+    nothing else."""
+    assert sum(fed) == finished.prefilled_tokens + reads(finished) - unfed(finished)
     assert finished.reused_tokens + finished.prefilled_tokens == finished.prompt_tokens
-    assert finished.context_used == finished.prompt_tokens + reads(finished)
+    stop_fed = finished.finish_reason == "stop" and not unfed(finished)
+    assert finished.context_used == finished.prompt_tokens + finished.generated_tokens + stop_fed
     fed.clear()
 
 
@@ -69,7 +77,7 @@ async def test_reused_turns_equal_cold_runs(
             history = list(previous.prompt_ids) + list(previous.token_ids)
             assert list(finished.prompt_ids[: len(history)]) == history
             stop_resupplied = previous.finish_reason == "stop" and flavour != "plain_model"
-            assert finished.reused_tokens == len(history) + stop_resupplied
+            assert finished.reused_tokens == len(history) + stop_resupplied - unfed(previous)
         conversation += [reply(finished), Message("user", f"and then {turn} dog")]
         previous = finished
 
@@ -84,6 +92,25 @@ async def test_regenerate_reuses_all_but_one_token(chatml_model: Path, engine: E
     assert (again.reused_tokens, again.prefilled_tokens) == (first.prompt_tokens - 1, 1)
     assert again.token_ids == first.token_ids
     assert_fed_exactly(fed, again)
+
+
+async def test_a_turn_at_its_length_limit_feeds_no_step_after_its_last_token(
+    chatml_model: Path, engine: Engine, fed: list[int]
+) -> None:
+    """No decode step runs for a token nothing will use (it would delay the next turn), and the
+    next turn prefills that token with its own suffix."""
+    await engine.load(str(chatml_model))
+    conversation = [Message("user", "hello the cat")]
+    _, one = await run(engine, conversation, GREEDY.with_changes(max_tokens=1))
+    assert (one.finish_reason, one.generated_tokens) == ("length", 1)
+    assert fed == [one.prompt_tokens]  # the prompt's one pass, and nothing after it
+    assert one.context_used == one.prompt_tokens + 1
+    fed.clear()
+    _, follow = await run(engine, [*conversation, reply(one), Message("user", "and the dog")])
+    assert follow.reused_tokens == one.prompt_tokens  # the reply's token was not in the cache
+    assert follow.prompt_ids[: one.prompt_tokens + 1] == one.prompt_ids + one.token_ids
+    assert list(follow.token_ids) == cold_greedy(chatml_model, follow.prompt_ids, GREEDY.max_tokens)
+    assert_fed_exactly(fed, follow)
 
 
 async def test_edit_last_user_message_reuses_up_to_the_edit(chatml_model: Path, engine: Engine, fed: list[int]) -> None:
@@ -134,4 +161,5 @@ async def test_non_trimmable_cache_is_rebuilt_never_wrong(window_model: Path, en
     assert again.token_ids == first.token_ids
     assert_fed_exactly(fed, again)
     _, appended = await run(engine, [*conversation, reply(again), Message("user", "more")])
-    assert appended.reused_tokens == again.prompt_tokens + again.generated_tokens  # appending needs no trim
+    # appending needs no trim (a length-ended reply's last token is prefilled with the new message)
+    assert appended.reused_tokens == again.prompt_tokens + again.generated_tokens - unfed(again)

@@ -9,7 +9,7 @@ import pytest
 from mlx_lm.utils import load_tokenizer
 
 from engine.api import EngineError, Message
-from engine.prompt import common_prefix_len, render_prompt
+from engine.prompt import TextEncoder, common_prefix_len, render_prompt
 
 
 def _tokenizer(path: Path) -> Any:
@@ -108,3 +108,49 @@ def test_bad_conversations_are_refused_in_one_line(
     with pytest.raises(EngineError, match=words) as info:
         render_prompt(tok, messages, continue_last)
     assert "\n" not in str(info.value)
+
+
+class _CountingTokenizer:
+    """A tokenizer whose text encodings are counted (everything else is the real one's)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.encoded: list[str] = []
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        self.encoded.append(text)
+        return list(self.inner.encode(text, add_special_tokens=add_special_tokens))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("flavour", ["chatml_model", "llama3_model", "plain_model"])
+def test_a_kept_encoder_renders_the_same_ids_and_tokenizes_only_new_text(
+    flavour: str, request: pytest.FixtureRequest
+) -> None:
+    """Turn after turn, a session's encoder gives exactly a fresh render's ids, and the tokenizer
+    sees only text it has not seen before (the newest message and the template around it)."""
+    tok = _CountingTokenizer(_tokenizer(request.getfixturevalue(flavour)))
+    encode = TextEncoder(tok)
+    conversation = [Message("system", "be kind"), Message("user", "hello cat")]
+    for turn in range(4):
+        ids = render_prompt(tok, conversation, False, encode)
+        assert ids == render_prompt(tok.inner, conversation, False)
+        if turn:
+            new_text = conversation[-1].text
+            assert tok.encoded and all(new_text in text for text in tok.encoded)  # only runs with the new message
+        tok.encoded.clear()
+        reply_ids = tuple(tok.inner.encode(f"the dog {turn}", add_special_tokens=False))
+        conversation += [Message("assistant", f"the dog {turn}", reply_ids), Message("user", f"and then {turn}?")]
+    ids[0] = -1  # the caller owns the list it got: the encoder's memory is untouched
+    assert render_prompt(tok, conversation[:-2], False, encode) == render_prompt(tok.inner, conversation[:-2], False)
+
+
+def test_the_encoder_forgets_the_least_recently_used_text_beyond_its_capacity(chatml_model: Path) -> None:
+    tok = _CountingTokenizer(_tokenizer(chatml_model))
+    encode = TextEncoder(tok, capacity=2)
+    for text in ("one", "two", "one", "three", "one", "two"):
+        assert encode(text) == tok.inner.encode(text, add_special_tokens=False)
+    assert tok.encoded == ["one", "two", "three", "two"]  # "two" was the oldest when "three" came
+    assert encode("") == [] and tok.encoded[-1] == "two"  # empty text never reaches the tokenizer

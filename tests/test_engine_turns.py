@@ -267,4 +267,6 @@ async def test_stories260k_if_present(engine: Engine) -> None:
     events, first = await run(engine, [Message("user", "Once upon a time")], GREEDY.with_changes(max_tokens=20))
     assert first.text and all("\ufffd" not in e.text for e in events)
     _, second = await run(engine, [Message("user", "Once upon a time"), reply(first), Message("user", " The end")])
-    assert second.reused_tokens == first.prompt_tokens + first.generated_tokens  # no template: no stop id
+    # no template, so no stop id; the reply ended by length, so its last token was never fed
+    assert first.finish_reason == "length"
+    assert second.reused_tokens == first.prompt_tokens + first.generated_tokens - 1
