@@ -35,9 +35,10 @@ The sampling chain, in order: penalties -> temperature -> top-k -> top-p -> min-
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import AsyncGenerator, Literal, Protocol, runtime_checkable
+from typing import AsyncGenerator, Literal, Protocol, Sequence, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -239,6 +240,13 @@ class EngineAPI(Protocol):
         """Run one turn: yields TokenEvents then exactly one TurnFinished. Raises EngineError.
 
         Closing the generator (`aclose`, or leaving an `async for` early) cancels the turn."""
+        ...
+
+    def prepare(self, messages: Sequence[Message]) -> asyncio.Future[int]:
+        """Start computing, in the background, the cache the turn after `messages` will reuse (the
+        conversation so far, while the user types). Returns at once; a turn or load submitted
+        meanwhile waits at most a short chunk. The future, which never fails and may be ignored,
+        gives how many of those ids the cache then holds."""
         ...
 
     def set_params(self, params: SamplingParams) -> None:

@@ -8,20 +8,29 @@ MLX (the worker imports it on its own thread), so a TUI can paint before the mod
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncGenerator, Callable
+from typing import AsyncGenerator, Callable, Sequence
 
 from engine.api import (
     EngineError,
     EngineEvent,
     GenerateRequest,
     LoadProgress,
+    Message,
     ModelInfo,
     ProgressCallback,
     SamplingParams,
     TokenEvent,
     TurnFinished,
 )
-from engine.worker import EngineOptions, EngineWorker, GenerateCommand, LoadCommand, Sink, TurnControl
+from engine.worker import (
+    EngineOptions,
+    EngineWorker,
+    GenerateCommand,
+    LoadCommand,
+    PrepareCommand,
+    Sink,
+    TurnControl,
+)
 
 
 class Engine:
@@ -99,6 +108,26 @@ class Engine:
             if control in self._turns:
                 self._turns.remove(control)
 
+    def prepare(self, messages: Sequence[Message]) -> asyncio.Future[int]:
+        """Start prefilling what the turn after `messages` will share (`engine.warmup`); returns at
+        once. Queued behind running work, it yields to any later command between chunks. The
+        future (which callers may ignore: it never fails) tells how many ids got cached."""
+        loop = asyncio.get_running_loop()
+        warmed: asyncio.Future[int] = loop.create_future()
+        if self._closed or self._worker is None:  # nothing loaded yet: no cache to warm
+            warmed.set_result(0)
+            return warmed
+
+        def done(count: int) -> None:
+            """Runs on the engine thread."""
+            try:
+                loop.call_soon_threadsafe(_settle, warmed, count)
+            except RuntimeError:  # the loop is closed: nobody is waiting
+                pass
+
+        self._worker.submit(PrepareCommand(tuple(messages), done))
+        return warmed
+
     def set_params(self, params: SamplingParams) -> None:
         """Change sampling now: running turns use `params` from their next sampled token."""
         for control in self._turns:
@@ -140,6 +169,11 @@ def _sink(loop: asyncio.AbstractEventLoop, results: asyncio.Queue[object], contr
                 control.cancelled.set()
 
     return post
+
+
+def _settle(future: asyncio.Future[int], count: int) -> None:
+    if not future.done():  # a caller may have cancelled it
+        future.set_result(count)
 
 
 def _progress(loop: asyncio.AbstractEventLoop, callback: ProgressCallback | None) -> Callable[[LoadProgress], None]:

@@ -29,6 +29,7 @@ from engine.api import (
     EngineEvent,
     GenerateRequest,
     LoadProgress,
+    Message,
     ModelInfo,
     ModelLoadError,
     ProgressCallback,
@@ -128,6 +129,7 @@ class ScriptedEngine:
         self.context_limit = context_limit
         self.name = name
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
+        self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
         self.params_seen: list[SamplingParams] = []  # the params each yielded token used
         self.closed = False
         self.fail_next: EngineError | None = None  # raise this from the next `generate`
@@ -162,6 +164,15 @@ class ScriptedEngine:
             parameters=1_000_000, dtype="float32", blas="scripted",
         )
         return self._model
+
+    def prepare(self, messages: Sequence[Message]) -> asyncio.Future[int]:
+        """Like the real engine, "warm" the cache with the conversation (its ids here), if loaded."""
+        self.prepared.append(tuple(messages))
+        warmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self._model is not None and not self.closed:
+            self._cache = self._prompt_ids(GenerateRequest(tuple(messages), self._params)) if messages else []
+        warmed.set_result(len(self._cache) if self._model is not None and not self.closed else 0)
+        return warmed
 
     def set_params(self, params: SamplingParams) -> None:
         self._params = params

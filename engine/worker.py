@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
 
-from engine.api import EngineError, GenerateRequest, LoadProgress, ModelInfo, ModelLoadError, SamplingParams
+from engine.api import (
+    EngineError,
+    GenerateRequest,
+    LoadProgress,
+    Message,
+    ModelInfo,
+    ModelLoadError,
+    SamplingParams,
+)
 from engine.hub import one_line
 
 if TYPE_CHECKING:
@@ -65,11 +73,20 @@ class GenerateCommand:
 
 
 @dataclass(frozen=True)
+class PrepareCommand:
+    """Prefill what the next turn after `messages` will share (`engine.warmup`); `done` gets how
+    many of those ids the cache then holds (0 when nothing could be warmed)."""
+
+    messages: tuple[Message, ...]
+    done: Callable[[int], None]
+
+
+@dataclass(frozen=True)
 class StopCommand:
     """Ends the thread after everything queued before it."""
 
 
-Command = Union[LoadCommand, GenerateCommand, StopCommand]
+Command = Union[LoadCommand, GenerateCommand, PrepareCommand, StopCommand]
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,8 @@ class EngineWorker:
                     break
                 if isinstance(command, LoadCommand):
                     session = self._load(command, session)
+                elif isinstance(command, PrepareCommand):
+                    self._prepare(command, session)
                 else:
                     self._generate(command, session)
         finally:
@@ -177,6 +196,19 @@ class EngineWorker:
         except Exception as exc:  # never let the thread die; the caller gets one line
             command.sink(ModelLoadError(f"Could not load {command.spec}: {one_line(exc)}"))
         return None
+
+    def _prepare(self, command: PrepareCommand, session: Session | None) -> None:
+        """Warm the cache until done or until another command waits; never fails the thread."""
+        warmed = 0
+        try:
+            if session is not None:
+                from engine.warmup import warm_cache
+
+                warmed = warm_cache(session, command.messages, lambda: not self._commands.empty())
+        except Exception:  # noqa: BLE001 - an optimisation: the next turn prefills what is missing
+            assert session is not None
+            session.reset_cache()  # the cache may hold ids the bookkeeping never saw
+        command.done(warmed)
 
     def _generate(self, command: GenerateCommand, session: Session | None) -> None:
         """Run one turn; any failure ends it with one EngineError and a clean cache."""

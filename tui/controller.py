@@ -169,6 +169,16 @@ class ChatController:
         """The loaded model's folder: what tags the replies (their token ids are this model's)."""
         return self.engine.model.path if self.engine.model is not None else None
 
+    def prepare(self) -> None:
+        """Have the engine cache the conversation as it now stands (resumed, another branch shown,
+        a new system prompt, a model just loaded) while the user types, so the next reply starts
+        from a cached history instead of prefilling all of it. Fire and forget: never fails."""
+        if not self.can_start or self.engine.model is None:
+            return
+        messages = self.conversation.messages(model=self.model_folder)
+        if messages and messages[-1].role != "user":  # an unanswered message: its reply is what comes
+            self.engine.prepare(messages)
+
     def resume(self, conversation: Conversation) -> bool:
         """Continue `conversation` (one saved earlier); not while a reply runs."""
         if self.busy:

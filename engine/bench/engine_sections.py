@@ -42,30 +42,43 @@ async def decode_section(section: Section, name: str, contenders: Contenders, to
 
 
 async def ttft_section(section: Section, name: str, contenders: Contenders, history_tokens: int, rounds: int) -> None:
-    """First-token latency of a follow-up turn: history cached (warm), not cached (cold), fresh chat."""
+    """First-token latency of a follow-up turn: history cached (warm), not cached (cold), fresh chat;
+    and a resumed history warmed by `Engine.prepare` (as while the user types) before its follow-up."""
     vocab = len(contenders.tokenizer._tokenizer)  # noqa: SLF001 - the HF tokenizer's full size
-    fresh, cold, warm, sizes = [], [], [], []
+    engine = contenders.engine
+    fresh, cold, warm, warm_up, after, sizes = [], [], [], [], [], []
     for round_ in range(rounds):
         rng = random.Random(1000 + round_)
         past = history(history_tokens, vocab, contenders.tokenizer, rng)
         ask = (*past, Message("user", words(30, rng)))
-        fresh_turn = await engine_turn(contenders.engine, GenerateRequest((Message("user", words(30, rng)),), params(1, round_)))
-        cold_turn = await engine_turn(contenders.engine, GenerateRequest(ask, params(1, round_)))
+        fresh_turn = await engine_turn(engine, GenerateRequest((Message("user", words(30, rng)),), params(1, round_)))
+        cold_turn = await engine_turn(engine, GenerateRequest(ask, params(1, round_)))
         reply = cold_turn.tokens[0]
-        follow = (*ask, Message("assistant", reply.text, (reply.id,)), Message("user", words(30, rng)))
-        warm_turn = await engine_turn(contenders.engine, GenerateRequest(follow, params(1, round_)))
+        answered = (*ask, Message("assistant", reply.text, (reply.id,)))
+        follow = (*answered, Message("user", words(30, rng)))
+        warm_turn = await engine_turn(engine, GenerateRequest(follow, params(1, round_)))
+        await engine_turn(engine, GenerateRequest((Message("user", words(30, rng)),), params(1, round_)))  # evict
+        started = time.perf_counter()
+        warmed = await engine.prepare(answered)
+        warm_up.append((time.perf_counter() - started) * 1e3)
+        after_turn = await engine_turn(engine, GenerateRequest(follow, params(1, round_)))
         fresh.append(fresh_turn.ttft_s * 1e3)
         cold.append(cold_turn.ttft_s * 1e3)
         warm.append(warm_turn.ttft_s * 1e3)
+        after.append(after_turn.ttft_s * 1e3)
         sizes.append((fresh_turn.finished.prompt_tokens, cold_turn.finished.prefilled_tokens,
-                      warm_turn.finished.reused_tokens, warm_turn.finished.prefilled_tokens))
+                      warm_turn.finished.reused_tokens, warm_turn.finished.prefilled_tokens,
+                      warmed, after_turn.finished.reused_tokens, after_turn.finished.prefilled_tokens))
     section.add(f"TTFT fresh ~30-token prompt ({name})", fresh, "ms")
     section.add(f"TTFT follow-up, history cold ({name})", cold, "ms")
     section.add(f"TTFT follow-up, history cached ({name})", warm, "ms")
+    section.add(f"warm-up of that history, resumed cold ({name})", warm_up, "ms")
+    section.add(f"TTFT follow-up after the warm-up ({name})", after, "ms")
     section.compare(f"cold / cached ({name})", cold, warm, 10.0)
     section.compare(f"cached / fresh ({name})", warm, fresh, 1.3, at_most=True)
-    f, c, r, p = sizes[-1]
+    f, c, r, p, w, r2, p2 = sizes[-1]
     section.notes.append(f"{name}: fresh prompt {f} tokens; cold prefill {c}; cached turn reused {r}, prefilled {p}")
+    section.notes.append(f"{name}: the warm-up cached {w} ids; the turn after it reused {r2}, prefilled {p2}")
 
 
 async def branch_section(section: Section, name: str, contenders: Contenders, history_tokens: int,

@@ -1,0 +1,49 @@
+"""Warming the cache for the turn a user is about to send.
+
+Why: a conversation that is not in the KV cache (just resumed from disk, another branch flipped
+to, a new system prompt) makes its next turn pay the whole history as prefill: seconds on a CPU
+for a few thousand tokens of a 0.5B model. That work does not depend on the message the user is
+still typing, so the engine can do it while they type, and the turn then costs only its new
+message (BENCHMARKS.md: a cached follow-up is ~10x faster than a cold one).
+
+What is prefilled is the part of the prompt every next user message shares: the conversation
+rendered with two different probe messages, up to where the two renderings part. Nothing here
+decides correctness: the turn still reuses exactly the ids it shares with the cache, so a guess
+that misses (a template that renders earlier messages differently once another follows) only
+costs the work. Between chunks the warm-up yields to any command that arrives (a turn, a load).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import mlx.core as mx
+
+from engine.api import Message
+from engine.prompt import common_prefix_len, render_prompt
+from engine.session import Session
+
+WARM_CHUNK = 256  # tokens per pass: a command arriving meanwhile waits at most one such pass
+_PROBES = ("a", "Z 9")  # two user messages that share no first character
+
+
+def shared_prefix(session: Session, messages: Sequence[Message]) -> list[int]:
+    """The ids any next user message's prompt starts with (empty when that cannot be rendered)."""
+    try:
+        one, other = (render_prompt(session.tokenizer, (*messages, Message("user", probe)), False, session.encode)
+                      for probe in _PROBES)
+    except Exception:  # noqa: BLE001 - a template refusing the probe (two user messages in a row, say):
+        return []  # nothing to foresee; the turn itself will render and report what is wrong
+    return one[: common_prefix_len(one, other)]
+
+
+def warm_cache(session: Session, messages: Sequence[Message], should_stop: Callable[[], bool]) -> int:
+    """Prefill what the next turn after `messages` will share; returns how many of its ids the cache
+    now holds. Stops early (keeping what was fed) when `should_stop()` says so between chunks."""
+    prefix = shared_prefix(session, messages)
+    if len(prefix) >= session.context_limit:  # the turn will be refused anyway, with the reason
+        return 0
+    kept = session.keep_prefix(prefix)
+    with mx.stream(session.stream):
+        session.prefill(prefix[kept:], should_stop, chunk=WARM_CHUNK)
+    return common_prefix_len(session.tokens, prefix)

@@ -1,0 +1,92 @@
+"""The app asks the engine to cache the conversation whenever what the next reply builds on
+changes without a turn (resumed, another branch shown, a new system prompt, a model loaded), so
+the next reply starts from a cached history; and never while a reply streams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.api import Message
+from engine.fake import ScriptedEngine
+from tui_helpers import SIZE, palette_run, send, wait_idle, wait_until
+
+
+def _roles(messages: tuple[Message, ...]) -> list[str]:
+    return [m.role for m in messages]
+
+
+async def test_a_resumed_conversation_is_warmed_and_its_next_turn_reuses_it(make_app: Any) -> None:
+    first = make_app(ScriptedEngine())
+    async with first.run_test(size=SIZE) as pilot:
+        await send(first, pilot, "hi")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        assert engine.prepared == []  # a new chat without a system prompt: nothing to cache
+        await palette_run(pilot, "Resume last")
+        await wait_until(pilot, lambda: len(engine.prepared) == 1)
+        warmed = engine.prepared[-1]
+        assert _roles(warmed) == ["user", "assistant"] and warmed[1].token_ids  # the exact ids
+        await send(app, pilot, "and then?")
+        assert engine.requests[-1].messages[:2] == warmed
+        stats = app.controller.conversation.path()[-1].version.stats
+        assert stats is not None and stats.prompt_tokens - stats.reused_tokens <= 4  # only the new message
+
+
+async def test_showing_another_branch_warms_it(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+r")  # a second version of the reply
+        await wait_idle(app, pilot)
+        node = app.controller.conversation.path()[-1]
+        first, second = node.versions
+        before = len(engine.prepared)
+        await pilot.press("escape", "right", "left_square_bracket")
+        await pilot.pause()
+        assert node.version is first and len(engine.prepared) == before + 1
+        assert engine.prepared[-1][-1].token_ids == first.token_ids
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert engine.prepared[-1][-1].token_ids == second.token_ids
+
+
+async def test_a_new_system_prompt_is_warmed_and_again_after_a_model_switch(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("f2")
+        await pilot.pause()
+        app.screen.query_one("#text").text = "Be brief."  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert engine.prepared[-1] == (Message("system", "Be brief."),)
+        models: list[str | None] = []  # the model loaded at each request to warm
+        real_prepare = engine.prepare
+
+        def prepare(messages: Any) -> Any:
+            models.append(engine.model.path if engine.model is not None else None)
+            return real_prepare(messages)
+
+        engine.prepare = prepare  # type: ignore[method-assign]
+        app.switch_model("other")  # a new chat that keeps the system prompt, for the new model
+        await wait_until(pilot, lambda: "/scripted/other" in models)
+        assert engine.prepared[-1] == (Message("system", "Be brief."),)
+
+
+async def test_nothing_is_warmed_while_a_reply_streams(make_app: Any) -> None:
+    engine = ScriptedEngine(token_delay=0.05)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        app.screen.query_one("ChatInput").focus()
+        await pilot.press(*"hi", "enter")
+        await wait_until(pilot, lambda: app.controller.busy)
+        app.controller.prepare()  # the reply will leave the cache at the conversation anyway
+        assert engine.prepared == []
+        await wait_idle(app, pilot)
