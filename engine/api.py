@@ -242,11 +242,11 @@ class EngineAPI(Protocol):
         Closing the generator (`aclose`, or leaving an `async for` early) cancels the turn."""
         ...
 
-    def prepare(self, messages: Sequence[Message]) -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
         """Start computing, in the background, the cache the turn after `messages` will reuse (the
-        conversation so far, while the user types). Returns at once; a turn or load submitted
-        meanwhile waits at most a short chunk. The future, which never fails and may be ignored,
-        gives how many of those ids the cache then holds."""
+        conversation so far, and `draft`, the start of the user message being typed). Returns at
+        once; a turn or load submitted meanwhile waits at most a short chunk. The future, which
+        never fails and may be ignored, gives how many of those ids the cache then holds."""
         ...
 
     def set_params(self, params: SamplingParams) -> None:

@@ -108,10 +108,11 @@ class Engine:
             if control in self._turns:
                 self._turns.remove(control)
 
-    def prepare(self, messages: Sequence[Message]) -> asyncio.Future[int]:
-        """Start prefilling what the turn after `messages` will share (`engine.warmup`); returns at
-        once. Queued behind running work, it yields to any later command between chunks. The
-        future (which callers may ignore: it never fails) tells how many ids got cached."""
+    def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
+        """Start prefilling what the turn after `messages` will share, its user message starting
+        with `draft` (`engine.warmup`); returns at once. Queued behind running work, it yields to
+        any later command between chunks. The future (which callers may ignore: it never fails)
+        tells how many ids got cached."""
         loop = asyncio.get_running_loop()
         warmed: asyncio.Future[int] = loop.create_future()
         if self._closed or self._worker is None:  # nothing loaded yet: no cache to warm
@@ -125,7 +126,7 @@ class Engine:
             except RuntimeError:  # the loop is closed: nobody is waiting
                 pass
 
-        self._worker.submit(PrepareCommand(tuple(messages), done))
+        self._worker.submit(PrepareCommand(tuple(messages), draft, done))
         return warmed
 
     def set_params(self, params: SamplingParams) -> None:

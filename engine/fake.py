@@ -130,6 +130,7 @@ class ScriptedEngine:
         self.name = name
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
+        self.drafts: list[str] = []  # and the draft that came with it
         self.params_seen: list[SamplingParams] = []  # the params each yielded token used
         self.closed = False
         self.fail_next: EngineError | None = None  # raise this from the next `generate`
@@ -165,12 +166,17 @@ class ScriptedEngine:
         )
         return self._model
 
-    def prepare(self, messages: Sequence[Message]) -> asyncio.Future[int]:
-        """Like the real engine, "warm" the cache with the conversation (its ids here), if loaded."""
+    def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
+        """Like the real engine, "warm" the cache with the conversation (its ids here) and the
+        draft's whole words, if loaded."""
         self.prepared.append(tuple(messages))
+        self.drafts.append(draft)
         warmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if self._model is not None and not self.closed:
-            self._cache = self._prompt_ids(GenerateRequest(tuple(messages), self._params)) if messages else []
+            ids = self._prompt_ids(GenerateRequest(tuple(messages), self._params)) if messages else []
+            if draft:
+                ids += [self._vocab.id_of("<|user|>"), *self._vocab.encode(draft)[:-1]]
+            self._cache = ids
         warmed.set_result(len(self._cache) if self._model is not None and not self.closed else 0)
         return warmed
 

@@ -6,8 +6,10 @@ for a few thousand tokens of a 0.5B model. That work does not depend on the mess
 still typing, so the engine can do it while they type, and the turn then costs only its new
 message (BENCHMARKS.md: a cached follow-up is ~10x faster than a cold one).
 
-What is prefilled is the part of the prompt every next user message shares: the conversation
-rendered with two different probe messages, up to where the two renderings part. Nothing here
+The same holds for the message being typed: a long text pasted in can be read while the question
+after it is written. What is prefilled is the part of the prompt every next user message that
+starts with the draft shares: the conversation rendered with the draft plus two different
+probes, up to where the two renderings part (a draft's last word may still change its tokens). Nothing here
 decides correctness: the turn still reuses exactly the ids it shares with the cache, so a guess
 that misses (a template that renders earlier messages differently once another follows) only
 costs the work. Between chunks the warm-up yields to any command that arrives (a turn, a load).
@@ -27,20 +29,24 @@ WARM_CHUNK = 256  # tokens per pass: a command arriving meanwhile waits at most 
 _PROBES = ("a", "Z 9")  # two user messages that share no first character
 
 
-def shared_prefix(session: Session, messages: Sequence[Message]) -> list[int]:
-    """The ids any next user message's prompt starts with (empty when that cannot be rendered)."""
+def shared_prefix(session: Session, messages: Sequence[Message], draft: str = "") -> list[int]:
+    """The ids the prompt of any next user message that starts with `draft` starts with (empty
+    when that cannot be rendered)."""
     try:
-        one, other = (render_prompt(session.tokenizer, (*messages, Message("user", probe)), False, session.encode)
-                      for probe in _PROBES)
+        one, other = (render_prompt(session.tokenizer, (*messages, Message("user", draft + probe)), False,
+                                    session.encode) for probe in _PROBES)
     except Exception:  # noqa: BLE001 - a template refusing the probe (two user messages in a row, say):
         return []  # nothing to foresee; the turn itself will render and report what is wrong
     return one[: common_prefix_len(one, other)]
 
 
-def warm_cache(session: Session, messages: Sequence[Message], should_stop: Callable[[], bool]) -> int:
-    """Prefill what the next turn after `messages` will share; returns how many of its ids the cache
-    now holds. Stops early (keeping what was fed) when `should_stop()` says so between chunks."""
-    prefix = shared_prefix(session, messages)
+def warm_cache(
+    session: Session, messages: Sequence[Message], should_stop: Callable[[], bool], draft: str = ""
+) -> int:
+    """Prefill what the next turn after `messages` will share, with a user message that starts
+    with `draft` (what the user has typed so far); returns how many of those ids the cache now
+    holds. Stops early (keeping what was fed) when `should_stop()` says so between chunks."""
+    prefix = shared_prefix(session, messages, draft)
     if len(prefix) >= session.context_limit:  # the turn will be refused anyway, with the reason
         return 0
     kept = session.keep_prefix(prefix)

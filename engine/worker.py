@@ -74,10 +74,12 @@ class GenerateCommand:
 
 @dataclass(frozen=True)
 class PrepareCommand:
-    """Prefill what the next turn after `messages` will share (`engine.warmup`); `done` gets how
-    many of those ids the cache then holds (0 when nothing could be warmed)."""
+    """Prefill what the next turn after `messages` will share, its user message starting with
+    `draft` (`engine.warmup`); `done` gets how many of those ids the cache then holds (0 when
+    nothing could be warmed)."""
 
     messages: tuple[Message, ...]
+    draft: str
     done: Callable[[int], None]
 
 
@@ -204,7 +206,7 @@ class EngineWorker:
             if session is not None:
                 from engine.warmup import warm_cache
 
-                warmed = warm_cache(session, command.messages, lambda: not self._commands.empty())
+                warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft)
         except Exception:  # noqa: BLE001 - an optimisation: the next turn prefills what is missing
             assert session is not None
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw

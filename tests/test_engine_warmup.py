@@ -94,3 +94,14 @@ async def test_nothing_is_warmed_without_a_model_or_past_the_context_limit(chatm
     finally:
         await engine.close()
     assert await engine.prepare(HELLO) == 0  # closed
+
+
+async def test_a_draft_being_typed_is_read_ahead(chatml_model: Path, engine: Engine) -> None:
+    """A long message pasted in is prefilled while the question after it is still being written."""
+    history = await _history(chatml_model)
+    await engine.load(str(chatml_model))
+    warmed = await engine.prepare(history, draft=LONG_TEXT)
+    _, finished = await run(engine, [*history, Message("user", LONG_TEXT + " and then what did the cat do")])
+    assert finished.reused_tokens == warmed  # all of it was this prompt's own
+    assert finished.prefilled_tokens < 20  # the question and the template around it
+    assert list(finished.token_ids) == cold_greedy(chatml_model, finished.prompt_ids, GREEDY.max_tokens)

@@ -169,15 +169,18 @@ class ChatController:
         """The loaded model's folder: what tags the replies (their token ids are this model's)."""
         return self.engine.model.path if self.engine.model is not None else None
 
-    def prepare(self) -> None:
+    def prepare(self, draft: str = "") -> None:
         """Have the engine cache the conversation as it now stands (resumed, another branch shown,
-        a new system prompt, a model just loaded) while the user types, so the next reply starts
-        from a cached history instead of prefilling all of it. Fire and forget: never fails."""
+        a new system prompt, a model just loaded), and `draft`, the message being typed, while the
+        user types: the next reply then starts from a cached history instead of prefilling all of
+        it. Fire and forget: never fails."""
         if not self.can_start or self.engine.model is None:
             return
         messages = self.conversation.messages(model=self.model_folder)
-        if messages and messages[-1].role != "user":  # an unanswered message: its reply is what comes
-            self.engine.prepare(messages)
+        if messages and messages[-1].role == "user":  # an unanswered message: its reply comes next
+            return
+        if messages or draft:
+            self.engine.prepare(messages, draft)
 
     def resume(self, conversation: Conversation) -> bool:
         """Continue `conversation` (one saved earlier); not while a reply runs."""
@@ -214,6 +217,9 @@ class ChatController:
         version.finish_reason = done.finish_reason
         version.stats = TurnStats.from_finished(done)
         self._post(msg.GenerationFinished(node, version.stats, done.finish_reason))
+        # Once this turn's task is over: the reply's end and the next user header, which every
+        # follow-up shares, are read while the user reads the reply (not on the next first token).
+        asyncio.get_running_loop().call_soon(self.prepare)
 
     def _schedule_flush(self, node: Node) -> None:
         """Post `ReplyGrew` now if the last one is old enough, else once the interval is up."""

@@ -109,3 +109,11 @@ class Submitted(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
+
+
+class DraftPaused(Message):
+    """The user stopped typing for a moment with `text` in the chat input (not sent yet)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text

@@ -69,9 +69,9 @@ async def test_a_new_system_prompt_is_warmed_and_again_after_a_model_switch(make
         models: list[str | None] = []  # the model loaded at each request to warm
         real_prepare = engine.prepare
 
-        def prepare(messages: Any) -> Any:
+        def prepare(messages: Any, draft: str = "") -> Any:
             models.append(engine.model.path if engine.model is not None else None)
-            return real_prepare(messages)
+            return real_prepare(messages, draft)
 
         engine.prepare = prepare  # type: ignore[method-assign]
         app.switch_model("other")  # a new chat that keeps the system prompt, for the new model
@@ -90,3 +90,30 @@ async def test_nothing_is_warmed_while_a_reply_streams(make_app: Any) -> None:
         app.controller.prepare()  # the reply will leave the cache at the conversation anyway
         assert engine.prepared == []
         await wait_idle(app, pilot)
+
+
+async def test_a_pause_in_typing_reads_the_draft_ahead(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        app.screen.query_one("ChatInput").focus()
+        await pilot.press(*"the cat sat on")
+        await wait_until(pilot, lambda: engine.drafts[-1:] == ["the cat sat on"])
+        assert len(engine.drafts) < len("the cat sat on") // 2  # once per pause, not once per key
+        assert _roles(engine.prepared[-1]) == ["user", "assistant"]  # the conversation it continues
+        await pilot.press(*" the mat", "enter")
+        await wait_idle(app, pilot)
+        assert engine.requests[-1].messages[-1].text == "the cat sat on the mat"
+        stats = app.controller.conversation.path()[-1].version.stats
+        assert stats is not None and stats.prompt_tokens - stats.reused_tokens == 3  # "on the mat"
+
+
+async def test_a_finished_reply_is_followed_by_a_warm_up_of_what_every_follow_up_shares(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await wait_until(pilot, lambda: engine.prepared != [])
+        reply = app.controller.conversation.path()[-1].version
+        assert engine.prepared == [(Message("user", "hi"), Message("assistant", reply.reply_text(), reply.token_ids))]

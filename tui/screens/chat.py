@@ -181,6 +181,10 @@ class ChatScreen(Screen[None]):
         else:
             self.query_one(Transcript).clear()
 
+    @on(msg.DraftPaused)
+    def _draft_paused(self, event: msg.DraftPaused) -> None:
+        self.controller.prepare(draft=event.text)  # read a long message ahead while it is written
+
     @on(Transcript.FlipRequested)
     def _flip(self, event: Transcript.FlipRequested) -> None:
         if self.controller.busy:

@@ -1,12 +1,17 @@
 """The multi-line chat input: Enter sends, Shift+Enter / Ctrl+J insert a newline, Up/Down on the
-first/last line recall earlier messages (like a shell)."""
+first/last line recall earlier messages (like a shell). A pause in typing is announced
+(`DraftPaused`), so the engine can read a long message before it is sent."""
 
 from __future__ import annotations
 
+from textual import on
+from textual.timer import Timer
 from textual.widgets import TextArea
 
 from tui.bindings import bindings_for
-from tui.messages import Submitted
+from tui.messages import DraftPaused, Submitted
+
+DRAFT_PAUSE_S = 0.4  # typing stopped this long: the draft is worth reading ahead
 
 
 class ChatInput(TextArea):
@@ -23,6 +28,7 @@ class ChatInput(TextArea):
         self.sent: list[str] = []
         self._history_at: int | None = None  # index into history while recalling
         self._draft = ""
+        self._pause: Timer | None = None  # restarted by every edit; fires DraftPaused
 
     def action_send(self) -> None:
         """Send once the keys typed before Enter are in the text.
@@ -42,6 +48,19 @@ class ChatInput(TextArea):
         self._history_at = None
         self.clear()
         self.post_message(Submitted(text))
+
+    @on(TextArea.Changed)
+    def _edited(self, event: TextArea.Changed) -> None:
+        """Restart the pause timer: only a draft left alone for `DRAFT_PAUSE_S` is announced."""
+        if event.text_area is not self:
+            return
+        if self._pause is not None:
+            self._pause.stop()
+        self._pause = self.set_timer(DRAFT_PAUSE_S, self._paused) if self.text.strip() else None
+
+    def _paused(self) -> None:
+        self._pause = None
+        self.post_message(DraftPaused(self.text))
 
     def action_newline(self) -> None:
         self.insert("\n")
