@@ -7,6 +7,7 @@ It is the only place that knows both the controller and the widgets; widgets sta
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +34,9 @@ from tui.widgets.status_bar import StatusBar
 from tui.widgets.transcript import Transcript
 
 
+PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a streaming reply
+
+
 class ChatScreen(Screen[None]):
     """Transcript and input on the left, candidates and parameters on the right."""
 
@@ -53,6 +57,7 @@ class ChatScreen(Screen[None]):
         self.saved_conversation = saved_conversation
         self.heatmap = config.ui.heatmap
         self.preset = ""
+        self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -113,7 +118,12 @@ class ChatScreen(Screen[None]):
     def _grew(self, event: msg.ReplyGrew) -> None:
         transcript = self.query_one(Transcript)
         transcript.stream_grew(event.node, follow=False)
-        if transcript.cursor is None and event.node.version.tokens:
+        now = time.monotonic()
+        if transcript.cursor is None and event.node.version.tokens and now >= self._panel_due:
+            # The newest token's table, a few times a second: at tens of tokens a second no one
+            # reads each one, and each redraw takes CPU the engine needs (the reply's end shows
+            # the last token anyway).
+            self._panel_due = now + 1.0 / PANEL_HZ
             panel = self.query_one(CandidatesPanel)
             panel.streaming, panel.token = True, event.node.version.tokens[-1]
 
