@@ -191,3 +191,29 @@ def test_shapes_choose_the_blas_section_models_too() -> None:
     assert make_plan(parser().parse_args(["--quick"])).process_shapes == ("2m-4bit", "2m")
     chosen = make_plan(parser().parse_args(["--shapes", "qwen0.5b-bf16"]))
     assert chosen.process_shapes == chosen.shapes == ("qwen0.5b-bf16",)
+
+
+def test_the_tui_section_adds_the_app_rows_for_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.bench import tui_section as module
+
+    calls: list[tuple[str, ...]] = []
+
+    def probe(*args: str) -> dict[str, float]:
+        calls.append(args)
+        if args[0] == "stream":
+            return {"stream_tps": 5000.0, "backlog_s": 1e-4, "key_ms_median": 15.0, "key_ms_max": 25.0}
+        if args[0] == "startup":
+            return {"first_paint_s": 0.4, "model_loaded_s": 1.5}
+        return {"first_token_ms": 70.0, "engine_ttft_ms": 50.0, "decode_tps": 44.0}
+
+    monkeypatch.setattr(module, "_probe", probe)
+    section = Section("tui", "TUI")
+    module.tui_section(section, 2, 100, ("30m", "/models/30m"))
+    rows = {row.label: row for row in section.rows}
+    assert rows["in the app: Enter -> first token, real engine (30m)"].stat.median == 70.0
+    assert rows["in the app: the engine's own TTFT, same turns (30m)"].unit == "ms"
+    assert rows["in the app: decode while it draws, 10 candidates (30m)"].unit == "tok/s"
+    assert [c for c in calls if c[0] == "app"] == [("app", "--model", "/models/30m", "--turns", "6", "--tokens", "200")] * 2
+    plain = Section("tui", "TUI")
+    module.tui_section(plain, 1, 100)
+    assert not any(row.label.startswith("in the app") for row in plain.rows)

@@ -10,6 +10,10 @@ Modes (one JSON object on stdout):
 - ``startup --since T [--real]``: seconds from T (the parent's ``time.time()`` just before it
   spawned this process) to the first painted chat screen and to the loaded model (the scripted
   demo, or with ``--real`` the real Engine loading the packaged demo model).
+- ``app --model FOLDER``: the real Engine inside the app, as a person drives it (type, pause,
+  Enter): Enter to the first token reaching the app, the engine's own TTFT for the same turns,
+  and decode speed while the app draws. On a small machine the app's drawing takes CPU the
+  engine needs; these rows show how much.
 """
 
 from __future__ import annotations
@@ -104,6 +108,61 @@ async def _key_latencies(app: LogitscopeApp, pilot: Any, presses: int) -> list[f
     return found
 
 
+async def in_app(folder: str, turns: int, tokens: int) -> dict[str, float]:
+    """One-token turns (Enter -> first token, against the engine's own TTFT), then one reply of
+    `tokens` tokens for the decode speed the engine keeps while the app draws it."""
+    from engine.client import Engine
+
+    with tempfile.TemporaryDirectory() as tmp:
+        app = LogitscopeApp(Engine(), load_config(Path(tmp) / "config.toml"), model=folder,
+                            config_dir=Path(tmp) / "cfg", save_dir=Path(tmp))
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(lambda: app.engine.model is not None, timeout=120)
+            # The decode section's sampling (temperature 0.7, top-p 0.9, 10 candidates).
+            app.controller.set_params(app.controller.params.with_changes(max_tokens=1, temperature=0.7, top_p=0.9,
+                                                                         candidates=10))
+            first, own = [], []
+            for turn in range(turns):
+                start, sent = await _send_typed(app, pilot, f"tell me more about the number {turn}")
+                first.append((await _until(lambda: _new_tokens(app, sent) >= 1, every=0.0005) - start) * 1e3)
+                own.append(await _turn_ttft_ms(app))
+            app.controller.set_params(app.controller.params.with_changes(max_tokens=tokens))
+            _, sent = await _send_typed(app, pilot, "and then?")
+            await _until(lambda: _new_tokens(app, sent) >= 1)
+            await _turn_ttft_ms(app)
+            stats = app.controller.conversation.path()[-1].version.stats
+            decode = stats.decode_tps if stats is not None else 0.0
+    return {"first_token_ms": statistics.median(first), "engine_ttft_ms": statistics.median(own),
+            "decode_tps": decode, "turns": turns}
+
+
+async def _send_typed(app: LogitscopeApp, pilot: Any, text: str) -> tuple[float, int]:
+    """Type `text`, pause as a person does (the app reads the draft ahead), press Enter as the
+    terminal driver delivers it; returns that moment and how long the path was before."""
+    box = app.screen.query_one(ChatInput)
+    box.focus()
+    await pilot.press(*text)
+    await asyncio.sleep(0.6)
+    await _until(lambda: not app.controller.busy)
+    before = len(app.controller.conversation.path())
+    start = time.perf_counter()
+    app.post_message(events.Key("enter", "\r"))
+    return start, before
+
+
+def _new_tokens(app: LogitscopeApp, before: int) -> int:
+    """Tokens of the reply to the message sent when the path was `before` nodes long."""
+    return _reply_tokens(app) if len(app.controller.conversation.path()) > before else 0
+
+
+async def _turn_ttft_ms(app: LogitscopeApp) -> float:
+    """Wait for the turn to end; the engine's own time to first token for it."""
+    await _until(lambda: not app.controller.busy and app.controller.conversation.path()[-1].version.stats is not None)
+    stats = app.controller.conversation.path()[-1].version.stats
+    assert stats is not None
+    return stats.ttft_s * 1e3
+
+
 def startup(since: float, real: bool) -> dict[str, float]:
     """Run the app headless until the model is loaded; report both moments relative to `since`.
 
@@ -136,7 +195,9 @@ def startup(since: float, real: bool) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tui.benchprobe")
-    parser.add_argument("mode", choices=("stream", "startup"))
+    parser.add_argument("mode", choices=("stream", "startup", "app"))
+    parser.add_argument("--model", default="")
+    parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--tokens", type=int, default=4000)
     parser.add_argument("--presses", type=int, default=10)
     parser.add_argument("--since", type=float, default=0.0)
@@ -145,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     tune_gc_for_streaming()  # as `logitscope` itself does
     if args.mode == "stream":
         result = asyncio.run(stream(args.tokens, args.presses))
+    elif args.mode == "app":
+        result = asyncio.run(in_app(args.model, args.turns, args.tokens))
     else:
         result = startup(args.since or time.time(), args.real)
     print(json.dumps(result), flush=True)

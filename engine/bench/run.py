@@ -66,7 +66,9 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
                             plan.rounds, plan.process_budget_s)
     if "tui" in sections:
         progress("bench: TUI (subprocesses)")
-        tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000)
+        app_shape = "30m" if "30m" in plan.shapes else next(iter(plan.shapes), None)
+        app_model = (app_shape, _folder_for(app_shape, scratch, plan.weights_dtype)) if app_shape else None
+        tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000, app_model)
     header = {**describe(blas, dtype), "native kernels": native.process_status(), "bench model weights": plan.weights_dtype,
               "rounds": plan.rounds}
     return Report(header, list(sections.values()))

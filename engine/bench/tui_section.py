@@ -2,7 +2,8 @@
 
 engine/ never imports Textual, so the probe lives with the TUI and this side only runs it and
 reads its JSON: stream throughput with a scripted firehose engine, key-to-screen latency while
-a reply streams, and start-up (command -> first painted screen -> loaded model).
+a reply streams, start-up (command -> first painted screen -> loaded model), and the real engine
+inside the app (first token and decode speed while the app draws).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ def _probe(*args: str) -> dict[str, Any]:
     return run_json_module(PROBE, *args, timeout_s=300.0)
 
 
-def tui_section(section: Section, rounds: int, tokens: int) -> None:
-    """Rows for throughput, backlog, key latency and start-up; skipped when the probe is missing."""
+def tui_section(section: Section, rounds: int, tokens: int, app_model: tuple[str, str] | None = None) -> None:
+    """Rows for throughput, backlog, key latency and start-up, and with `app_model` (name, folder)
+    the real engine inside the app; skipped when the probe is missing."""
     if importlib.util.find_spec(PROBE) is None:
         section.skipped = f"{PROBE} is not installed with this build"
         return
@@ -34,4 +36,13 @@ def tui_section(section: Section, rounds: int, tokens: int) -> None:
         starts = [_probe("startup", "--since", repr(time.time()), *extra) for _ in range(rounds)]
         section.add(f"command -> first painted screen ({label})", [s["first_paint_s"] for s in starts], "s")
         section.add(f"command -> model loaded ({label})", [s["model_loaded_s"] for s in starts], "s")
+    if app_model is not None:
+        name, folder = app_model
+        runs = [_probe("app", "--model", folder, "--turns", "6", "--tokens", "200") for _ in range(rounds)]
+        section.add(f"in the app: Enter -> first token, real engine ({name})", [r["first_token_ms"] for r in runs], "ms")
+        section.add(f"in the app: the engine's own TTFT, same turns ({name})", [r["engine_ttft_ms"] for r in runs], "ms")
+        section.add(f"in the app: decode while it draws, 10 candidates ({name})", [r["decode_tps"] for r in runs],
+                    "tok/s")
+        section.notes.append(f"{name} in the app: one-token turns typed with a pause, as a person sends them; compare "
+                             "the decode row with the decode section's engine alone")
     section.notes.append("targets: >= 2,000 tok/s with no growing backlog; key -> screen < 50 ms; first paint < 1 s")
