@@ -7,12 +7,12 @@ still typing, so the engine can do it while they type, and the turn then costs o
 message (BENCHMARKS.md: a cached follow-up is ~10x faster than a cold one).
 
 The same holds for the message being typed: a long text pasted in can be read while the question
-after it is written. What is prefilled is the part of the prompt every next user message that
-starts with the draft shares: the conversation rendered with the draft plus two different
-probes, up to where the two renderings part (a draft's last word may still change its tokens). Nothing here
-decides correctness: the turn still reuses exactly the ids it shares with the cache, so a guess
-that misses (a template that renders earlier messages differently once another follows) only
-costs the work. Between chunks the warm-up yields to any command that arrives (a turn, a load).
+after it is written. What is prefilled is the part of the prompt that every next user message
+starting with the draft shares: the conversation rendered with the draft plus two different
+probes, up to where the two renderings part (a draft's last word may still change its tokens).
+Nothing here decides correctness: the turn still reuses exactly the ids it shares with the
+cache, so a guess that misses (a template that renders earlier messages differently once another
+follows) only costs the work. Between chunks the warm-up yields to any command that arrives.
 """
 
 from __future__ import annotations
