@@ -91,6 +91,7 @@ class ChatController:
             self._post(msg.ModelLoadFailed(str(exc)))
             return False
         self._post(msg.ModelLoaded(info))
+        asyncio.get_running_loop().call_soon(self.prepare)  # once `loading` is over: a kept system prompt
         return True
 
     # --- parameters
@@ -158,6 +159,7 @@ class ChatController:
         if not self.busy:
             keep = self.conversation.system_prompt if system_prompt is None else system_prompt
             self.conversation = Conversation(keep)
+            self.prepare()
 
     def _answer(self, node: Node) -> bool:
         version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder))
@@ -187,6 +189,7 @@ class ChatController:
         if self.busy:
             return False
         self.conversation = conversation
+        self.prepare()  # its history is cached while the user types the next message
         return True
 
     def _start(self, node: Node, version: Version, request: GenerateRequest) -> bool:

@@ -9,8 +9,9 @@ gemv_forward (bool, default off: engine.gemv_forward), dtype (a compute dtype se
 (tokens), decode (tokens), prefill_step, cache_limit_mb (null = MLX default), dequant_prefill,
 keep_bytes, two_stream and fast_layers (single fast paths of engine.dtype, engine.parallel and
 engine.routing, for experiments), engine_tuning (bool: all of them exactly as the engine applies
-them, `engine.worker.tune_for_cpu`, unpacked weights kept ahead), budget_s (stop decoding early past this), and engine (bool: time logitscope's
-own Engine, which applies every fast path itself, instead of plain mlx-lm). Prints one JSON
+them, `engine.worker.tune_for_cpu`, unpacked weights kept ahead), budget_s (stop decoding early
+past this), and engine (bool: time logitscope's own Engine, which applies every fast path
+itself, instead of plain mlx-lm). Prints one JSON
 line: prefill tok/s, decode tok/s, the active BLAS and dtype.
 """
 

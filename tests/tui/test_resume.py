@@ -9,15 +9,7 @@ from typing import Any
 from engine.fake import ScriptedEngine
 from tui.model.store import last_conversation_path
 from tui.widgets.transcript import Transcript
-from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
-
-
-async def _chat_and_quit(make_app: Any) -> None:
-    app = make_app(ScriptedEngine())
-    async with app.run_test(size=SIZE) as pilot:
-        await send(app, pilot, "hi")
-        await pilot.press("ctrl+q")
-        await pilot.pause()
+from tui_helpers import SIZE, chat_and_quit, palette_run, screen_text, send, wait_idle, wait_until
 
 
 def _notes(app: Any) -> list[str]:
@@ -25,7 +17,7 @@ def _notes(app: Any) -> list[str]:
 
 
 async def test_resume_brings_back_the_conversation_with_its_exact_ids(make_app: Any, tmp_path: Path) -> None:
-    await _chat_and_quit(make_app)
+    await chat_and_quit(make_app)
     engine = ScriptedEngine()
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
@@ -48,7 +40,7 @@ async def test_resume_brings_back_the_conversation_with_its_exact_ids(make_app: 
 
 
 async def test_ctrl_l_resumes_and_the_palette_lists_resume_once(make_app: Any) -> None:
-    await _chat_and_quit(make_app)
+    await chat_and_quit(make_app)
     app = make_app(ScriptedEngine())
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
@@ -63,7 +55,7 @@ async def test_ctrl_l_resumes_and_the_palette_lists_resume_once(make_app: Any) -
 
 
 async def test_resume_key_is_rebound_by_id(make_app: Any) -> None:
-    await _chat_and_quit(make_app)
+    await chat_and_quit(make_app)
     app = make_app(ScriptedEngine(), config_text='[keys]\n"chat.resume" = "f12"\n')
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
@@ -89,7 +81,7 @@ def _palette_rows(app: Any) -> list[str]:
 
 
 async def test_another_models_replies_continue_as_text_and_cannot_be_branched(make_app: Any) -> None:
-    await _chat_and_quit(make_app)
+    await chat_and_quit(make_app)
     engine = ScriptedEngine()
     app = make_app(engine, config_text='[model]\ndefault = "other/model"\n')
     async with app.run_test(size=SIZE) as pilot:

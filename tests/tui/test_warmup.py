@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.api import Message
 from engine.fake import ScriptedEngine
-from tui_helpers import SIZE, palette_run, send, wait_idle, wait_until
+from tui_helpers import SIZE, chat_and_quit, palette_run, send, wait_idle, wait_until
 
 
 def _roles(messages: tuple[Message, ...]) -> list[str]:
@@ -16,11 +16,7 @@ def _roles(messages: tuple[Message, ...]) -> list[str]:
 
 
 async def test_a_resumed_conversation_is_warmed_and_its_next_turn_reuses_it(make_app: Any) -> None:
-    first = make_app(ScriptedEngine())
-    async with first.run_test(size=SIZE) as pilot:
-        await send(first, pilot, "hi")
-        await pilot.press("ctrl+q")
-        await pilot.pause()
+    await chat_and_quit(make_app)
     engine = ScriptedEngine()
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:

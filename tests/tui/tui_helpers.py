@@ -7,6 +7,8 @@ from typing import Any
 
 from textual.app import App
 
+from engine.fake import ScriptedEngine
+
 SIZE = (120, 36)  # every headless test and snapshot uses this terminal size
 
 
@@ -73,3 +75,12 @@ async def palette_run(pilot: Any, query: str) -> None:
     await wait_until(pilot, listed)
     await pilot.press("enter")
     await pilot.pause()
+
+
+async def chat_and_quit(make_app: Any) -> None:
+    """One exchange with a scripted engine, then quit: the app saves it for "resume"."""
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+q")
+        await pilot.pause()

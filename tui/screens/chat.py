@@ -94,7 +94,6 @@ class ChatScreen(Screen[None]):
     @on(msg.ModelLoaded)
     def _loaded(self, event: msg.ModelLoaded) -> None:
         self.query_one(StatusBar).show_model(event.info)
-        self.controller.prepare()  # a system prompt, or a conversation kept across the load
 
     @on(msg.ModelLoadFailed)
     def _load_failed(self, event: msg.ModelLoadFailed) -> None:
@@ -297,7 +296,6 @@ class ChatScreen(Screen[None]):
             return
         self.controller.new_chat()
         self._show_new_conversation()
-        self.controller.prepare()
 
     def _show_new_conversation(self) -> None:
         """Redraw the transcript for the controller's (new or resumed) conversation; no turn stats."""
@@ -330,7 +328,6 @@ class ChatScreen(Screen[None]):
             self.notify("Busy: Esc stops the reply first.")
             return
         self._show_new_conversation()
-        self.controller.prepare()  # its history is cached while the user types the next message
         model = self.controller.model_folder
         foreign = any(v.tokens is not None and not v.ids_fit(model) for n in conversation.iter_nodes() for v in n.versions)
         note = " Its replies came from another model: they continue as text." if foreign else ""
