@@ -13,6 +13,8 @@ probes, up to where the two renderings part (a draft's last word may still chang
 Nothing here decides correctness: the turn still reuses exactly the ids it shares with the
 cache, so a guess that misses (a template that renders earlier messages differently once another
 follows) only costs the work. Between chunks the warm-up yields to any command that arrives.
+Last, it leaves room in the cache for the message to come (`Session.reserve`), so the turn's
+prefill does not have to grow and copy the cache first.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from engine.prompt import common_prefix_len, render_prompt
 from engine.session import Session
 
 WARM_CHUNK = 256  # tokens per pass: a command arriving meanwhile waits at most one such pass
+ROOM = 256  # positions the cache can take after a warm-up without growing inside the next turn
 _PROBES = ("a", "Z 9")  # two user messages that share no first character
 
 
@@ -51,5 +54,6 @@ def warm_cache(
         return 0
     kept = session.keep_prefix(prefix)
     with mx.stream(session.stream):
-        session.prefill(prefix[kept:], should_stop, chunk=WARM_CHUNK)
+        if session.prefill(prefix[kept:], should_stop, chunk=WARM_CHUNK) and not should_stop():
+            session.reserve(ROOM)
     return common_prefix_len(session.tokens, prefix)
