@@ -15,7 +15,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from engine.api import ParamError, SamplingParams
 from engine.config import Config
@@ -28,6 +27,7 @@ from tui.model.store import load_conversation
 from tui.screens.dialogs import TextDialog, ValueDialog
 from tui.widgets.candidates import CandidatesPanel
 from tui.widgets.chat_input import ChatInput
+from tui.widgets.key_bar import KeyBar
 from tui.widgets.params_panel import ParamsPanel
 from tui.widgets.render import HeatPalette
 from tui.widgets.status_bar import StatusBar
@@ -68,7 +68,7 @@ class ChatScreen(Screen[None]):
                 yield CandidatesPanel(classes="" if self.config.ui.show_candidates else "-hidden")
                 yield ParamsPanel(classes="" if self.config.ui.show_params else "-hidden")
         yield StatusBar()
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         transcript = self.query_one(Transcript)

@@ -1,0 +1,141 @@
+"""`KeyBar`: the footer's key hints, drawn as one line of text.
+
+Why not Textual's `Footer`: it recomposes a widget per key whenever the bindings change, and they
+change at the start and the end of every reply (Esc Stop comes and goes). Mounting and styling
+those widgets, and the layout pass that follows, cost ~20 ms of the main thread each time, on a
+two-core machine the CPU the engine needs right when it computes the first token (measured with
+the real engine in the app: BENCHMARKS.md). Here a change re-renders one line and asks for no
+layout. What `Footer` offers is kept: one hint per action in binding order, the keymap's key
+names, disabled keys dimmed (a click on one rings the bell), a click presses the key, a hover
+highlights it and shows its tooltip, and the command palette's key sits on the right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.screen import Screen
+from textual.widget import Widget
+
+
+@dataclass(frozen=True)
+class KeyHint:
+    """One key as the bar shows it."""
+
+    key: str  # what a click presses
+    display: str  # the key as the keymap names it
+    description: str
+    enabled: bool
+    tooltip: str
+
+
+def key_hints(screen: Screen[object]) -> tuple[list[KeyHint], KeyHint | None]:
+    """The screen's bindings shown in the footer, one per action in binding order, and the
+    command palette's binding (None when the app has no palette)."""
+    app = screen.app
+    shown: dict[str, KeyHint] = {}
+    palette: KeyHint | None = None
+    for key, (_, binding, enabled, tooltip) in screen.active_bindings.items():
+        hint = KeyHint(binding.key, app.get_key_display(binding), binding.description, enabled,
+                       tooltip or binding.tooltip or binding.description)
+        if app.ENABLE_COMMAND_PALETTE and key == app.COMMAND_PALETTE_BINDING:
+            palette = hint
+        elif binding.show:
+            shown.setdefault(binding.action, hint)
+    return list(shown.values()), palette
+
+
+class KeyBar(Widget, can_focus=False):
+    """The key hints of the screen it is on, docked at the bottom."""
+
+    COMPONENT_CLASSES = {"key-bar--key", "key-bar--description", "key-bar--hover"}
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom; height: 1; text-wrap: nowrap; text-overflow: ellipsis;
+        color: $footer-foreground; background: $footer-background;
+        & > .key-bar--key { color: $footer-key-foreground; background: $footer-key-background; text-style: bold; }
+        & > .key-bar--description {
+            color: $footer-description-foreground; background: $footer-description-background;
+        }
+        & > .key-bar--hover { background: $block-hover-background; }
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hints: list[KeyHint] = []
+        self.palette: KeyHint | None = None
+        self._hover: str | None = None  # the key under the mouse
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self._bindings_changed(self.screen)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen[object]) -> None:
+        if screen is not self.screen:
+            return
+        hints, palette = key_hints(screen)
+        if (hints, palette) != (self.hints, self.palette):
+            self.hints, self.palette = hints, palette
+            self.refresh()  # one line, fixed height: a repaint, never a layout
+
+    def render(self) -> Text:
+        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        for hint in self.hints:
+            line.append_text(self._hint_text(hint))
+        if self.palette is not None:
+            right = self._hint_text(self.palette)
+            gap = self.size.width - line.cell_len - right.cell_len
+            if gap >= 2:
+                line.append(" " * (gap - 1))
+                line.append("│", "dim")
+                line.append_text(right)
+        return line
+
+    def _hint_text(self, hint: KeyHint) -> Text:
+        """` key description ` with the key's style, and the key as click metadata."""
+        meta = Style.from_meta({"key": hint.key})
+        key_style = self.get_component_rich_style("key-bar--key")
+        description_style = self.get_component_rich_style("key-bar--description")
+        if hint.key == self._hover:
+            hover = self.get_component_rich_style("key-bar--hover")
+            key_style, description_style = key_style + hover, description_style + hover
+        if not hint.enabled:
+            key_style, description_style = key_style + Style(dim=True), description_style + Style(dim=True)
+        text = Text.assemble((f" {hint.display} ", key_style + meta),
+                             (f"{hint.description} " if hint.description else "", description_style + meta))
+        return text
+
+    def _hint_at(self, style: Style | None) -> KeyHint | None:
+        key = style.meta.get("key") if style is not None else None
+        return next((h for h in [*self.hints, *([self.palette] if self.palette else [])] if h.key == key), None)
+
+    def on_click(self, event: events.Click) -> None:
+        hint = self._hint_at(event.style)
+        if hint is None:
+            return
+        event.stop()
+        if hint.enabled:
+            self.app.simulate_key(hint.key)
+        else:
+            self.app.bell()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        hint = self._hint_at(event.style)
+        key = hint.key if hint is not None else None
+        if key != self._hover:
+            self._hover = key
+            self.tooltip = hint.tooltip if hint is not None else None
+            self.refresh()
+
+    def on_leave(self, event: events.Leave) -> None:
+        if self._hover is not None:
+            self._hover = None
+            self.tooltip = None
+            self.refresh()
