@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from typing import AsyncIterator, Callable
 
 from textual.message import Message as TextualMessage
 
 from engine.api import (
     EngineAPI,
     EngineError,
+    EngineEvent,
     GenerateRequest,
     LoadProgress,
     Message,
@@ -194,15 +195,19 @@ class ChatController:
 
     def _start(self, node: Node, version: Version, request: GenerateRequest) -> bool:
         self._streaming = node
+        # The engine is asked first: the screen handles GenerationStarted (mounting the new
+        # messages, ~10 ms of the main thread) before this loop runs a new task, and the turn
+        # need not wait for that.
+        events = self.engine.generate(request)
         self._post(msg.GenerationStarted(node))
-        self._task = asyncio.create_task(self._run(node, version, request))
+        self._task = asyncio.create_task(self._run(node, version, events))
         return True
 
-    async def _run(self, node: Node, version: Version, request: GenerateRequest) -> None:
+    async def _run(self, node: Node, version: Version, events: AsyncIterator[EngineEvent]) -> None:
         """Consume one turn; tokens go straight into `version`, the screen hears in batches."""
         assert version.tokens is not None
         try:
-            async for event in self.engine.generate(request):
+            async for event in events:
                 if isinstance(event, TurnFinished):
                     self._finish(node, version, event)
                     return

@@ -35,16 +35,21 @@ class UserView(Static):
     def __init__(self, node: Node) -> None:
         super().__init__(markup=False, classes=node.role)
         self.node = node
+        self._shown: tuple[str, str] | None = None  # (label, text) last drawn
 
     def on_mount(self) -> None:
         self.sync()
 
     def sync(self) -> None:
+        """Redraw if the label or the text changed (the transcript asks every view at each send:
+        an unchanged one must not be re-rendered or laid out again)."""
         node = self.node
         label = "system" if node.role == "system" else "you"
         if len(node.versions) > 1:
             label += f"  ‹{node.active + 1}/{len(node.versions)}›"
-        self.update(Text.assemble((label, "dim"), "\n", node.version.text))
+        if (label, node.version.text) != self._shown:
+            self._shown = (label, node.version.text)
+            self.update(Text.assemble((label, "dim"), "\n", node.version.text))
 
 
 class AssistantView(Vertical):
@@ -79,12 +84,11 @@ class AssistantView(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="header", markup=False)
         yield Vertical(id="tokens")
-        yield Markdown()
 
     def on_mount(self) -> None:
         self._header = self.query_one("#header", Static)
         self._tokens_box = self.query_one("#tokens", Vertical)
-        self._markdown = self.query_one(Markdown)
+        self._markdown: Markdown | None = None  # made when the Markdown face is first shown
         self._ready = True
         self.rebuild()
 
@@ -120,6 +124,11 @@ class AssistantView(Vertical):
                 end += 1
             chunk.grow(tokens, end)
             index = end
+        if self.streaming and not self._chunks:  # an empty line, laid out with the new message:
+            self._chunk_for(0, tokens)  # the first token then fills it without a layout pass
+        elif not self.streaming and not tokens and self._chunks:  # ended before its first token
+            self._tokens_box.remove_children()
+            self._chunks = []
         self._update_header()
         self._choose_face()
 
@@ -169,6 +178,12 @@ class AssistantView(Vertical):
         self.set_class(self.cursor is not None, "-inspect")
         if self._tokens_box.display != show_tokens:
             self._tokens_box.display = show_tokens
+        if self._markdown is None:
+            if not show_tokens:  # made on first need: a streaming reply mounts no Markdown
+                self._markdown_text = version.reply_text()
+                self._markdown = Markdown(self._markdown_text)
+                self.mount(self._markdown)
+            return
         if self._markdown.display == show_tokens:
             self._markdown.display = not show_tokens
         if not show_tokens and self._markdown_text != version.reply_text():
