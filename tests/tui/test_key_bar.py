@@ -116,3 +116,19 @@ async def test_the_keymap_names_the_rebound_key(make_app: Any) -> None:
         await asyncio.sleep(0.05)
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
+
+
+async def test_the_keys_take_the_theme_colours(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        bar = app.screen.query_one(KeyBar)
+
+        def key_colour() -> object:
+            return bar.render().get_style_at_offset(app.console, 1).color
+
+        before = key_colour()
+        await pilot.press("ctrl+t")  # the next theme
+        await pilot.pause()
+        assert key_colour() != before
+        assert key_colour() == bar.get_component_rich_style("key-bar--key").color
