@@ -108,9 +108,8 @@ class KeyBar(Widget, can_focus=False):
             key_style, description_style = key_style + hover, description_style + hover
         if not hint.enabled:
             key_style, description_style = key_style + Style(dim=True), description_style + Style(dim=True)
-        text = Text.assemble((f" {hint.display} ", key_style + meta),
+        return Text.assemble((f" {hint.display} ", key_style + meta),
                              (f"{hint.description} " if hint.description else "", description_style + meta))
-        return text
 
     def _hint_at(self, style: Style | None) -> KeyHint | None:
         key = style.meta.get("key") if style is not None else None
