@@ -172,12 +172,13 @@ class ScriptedEngine:
         self.prepared.append(tuple(messages))
         self.drafts.append(draft)
         warmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        if self._model is not None and not self.closed:
+        loaded = self._model is not None and not self.closed
+        if loaded:
             ids = self._prompt_ids(GenerateRequest(tuple(messages), self._params)) if messages else []
             if draft:
                 ids += [self._vocab.id_of("<|user|>"), *self._vocab.encode(draft)[:-1]]
             self._cache = ids
-        warmed.set_result(len(self._cache) if self._model is not None and not self.closed else 0)
+        warmed.set_result(len(self._cache) if loaded else 0)
         return warmed
 
     def set_params(self, params: SamplingParams) -> None:

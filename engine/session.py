@@ -70,8 +70,8 @@ class Session:
 
         Why: mlx-lm's `KVCache` grows its buffers 256 positions at a time, by copying the whole
         cache into a bigger one inside the forward pass that overflows it. When that pass is the
-        next turn's prefill, the copy lands on the time to first token: on the 30M bench model
-        at 1,000 cached tokens, ~1.3 ms a layer, a quarter of a short follow-up's prefill. Called
+        next turn's prefill, the copy lands on the time to first token: a 39-token follow-up over
+        1,000 cached positions of the 30M bench model took 49 ms instead of 34 (BENCHMARKS.md). Called
         while the engine is idle (`engine.warmup`), the copy happens before the user presses
         Enter. Only plain `KVCache` layers are grown: the layout of other caches is theirs.
         """

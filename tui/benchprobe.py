@@ -34,6 +34,7 @@ from engine.config import load_config
 from engine.fake import ScriptedEngine
 from tui.app import LogitscopeApp
 from tui.cli import tune_gc_for_streaming
+from tui.model.conversation import TurnStats
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.status_bar import StatusBar
 
@@ -125,13 +126,11 @@ async def in_app(folder: str, turns: int, tokens: int) -> dict[str, float]:
             for turn in range(turns):
                 start, sent = await _send_typed(app, pilot, f"tell me more about the number {turn}")
                 first.append((await _until(lambda: _new_tokens(app, sent) >= 1, every=0.0005) - start) * 1e3)
-                own.append(await _turn_ttft_ms(app))
+                own.append((await _finished_stats(app)).ttft_s * 1e3)
             app.controller.set_params(app.controller.params.with_changes(max_tokens=tokens))
             _, sent = await _send_typed(app, pilot, "and then?")
             await _until(lambda: _new_tokens(app, sent) >= 1)
-            await _turn_ttft_ms(app)
-            stats = app.controller.conversation.path()[-1].version.stats
-            decode = stats.decode_tps if stats is not None else 0.0
+            decode = (await _finished_stats(app)).decode_tps
     return {"first_token_ms": statistics.median(first), "engine_ttft_ms": statistics.median(own),
             "decode_tps": decode, "turns": turns}
 
@@ -155,12 +154,12 @@ def _new_tokens(app: LogitscopeApp, before: int) -> int:
     return _reply_tokens(app) if len(app.controller.conversation.path()) > before else 0
 
 
-async def _turn_ttft_ms(app: LogitscopeApp) -> float:
-    """Wait for the turn to end; the engine's own time to first token for it."""
+async def _finished_stats(app: LogitscopeApp) -> TurnStats:
+    """Wait for the turn to end; the engine's measurements of it (TTFT, decode speed)."""
     await _until(lambda: not app.controller.busy and app.controller.conversation.path()[-1].version.stats is not None)
     stats = app.controller.conversation.path()[-1].version.stats
     assert stats is not None
-    return stats.ttft_s * 1e3
+    return stats
 
 
 def startup(since: float, real: bool) -> dict[str, float]:

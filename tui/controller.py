@@ -130,26 +130,33 @@ class ChatController:
     def last_user(self) -> Node | None:
         return next((n for n in reversed(self.conversation.path()) if n.role == "user"), None)
 
-    def branch(self, node: Node, index: int, position: int) -> bool:
-        """Continue `node`'s reply from candidate `position` of token `index` (a new sibling)."""
+    def branch(self, node: Node, index: int, position: int) -> str | None:
+        """Continue `node`'s reply from candidate `position` of token `index` (a new sibling).
+
+        Returns None once the branch streams, else why it cannot start (one line for the user).
+        """
         old = node.version
-        if not self.can_start or old.tokens is None or not 0 <= index < len(old.tokens):
-            return False
+        if self.busy:
+            return "Stop the running reply first (Esc)."
+        if self.loading:
+            return "A model is loading."
         if not old.ids_fit(self.model_folder):  # another model's ids: they would mean other words
-            return False
-        token = old.tokens[index]
-        if not 0 <= position < len(token.candidates):
-            return False
+            return "This reply came from another model: regenerate it to branch with this one."
+        sampled = old.tokens if self.can_start and old.tokens is not None else []
+        if not 0 <= index < len(sampled) or not 0 <= position < len(sampled[index].candidates):
+            return f"There is no candidate {position + 1} here."
+        token = sampled[index]
         cand = token.candidates[position]
         chosen = TokenEvent(index, cand.id, cand.text, cand.text, cand.logprob, cand.sampled_prob,
                             position + 1, token.entropy, token.candidates)
-        tokens = [*old.tokens[:index], chosen]
+        tokens = [*sampled[:index], chosen]
         version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder)
         node.add_version(version)
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens))
         request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder) + (prefix,),
                                   self.params, True)
-        return self._start(node, version, request)
+        self._start(node, version, request)
+        return None
 
     def stop(self) -> None:
         """Stop at once: the engine finishes the turn with reason "cancelled"."""

@@ -178,15 +178,8 @@ class ChatScreen(Screen[None]):
         cursor = self.query_one(Transcript).cursor
         if cursor is None:
             self.notify("Select a token first (Esc, then ←/→).", severity="warning")
-        elif self.controller.busy:
-            self.notify("Stop the running reply first (Esc).", severity="warning")
-        elif self.controller.loading:
-            self.notify("A model is loading.", severity="warning")
-        elif not cursor[0].version.ids_fit(self.controller.model_folder):
-            self.notify("This reply came from another model: regenerate it to branch with this one.",
-                        severity="warning")
-        elif not self.controller.branch(cursor[0], cursor[1], event.position):
-            self.notify(f"There is no candidate {event.position + 1} here.", severity="warning")
+        elif (why := self.controller.branch(cursor[0], cursor[1], event.position)) is not None:
+            self.notify(why, severity="warning")
         else:
             self.query_one(Transcript).clear()
 
@@ -306,10 +299,9 @@ class ChatScreen(Screen[None]):
 
     def action_resume_last(self) -> None:
         """Reopen the conversation saved when logitscope last quit (read off the event loop)."""
-        if self.controller.busy or self.controller.loading or self.saved_conversation is None:
-            self.notify("Busy: Esc stops the reply first." if self.controller.busy else
-                        "A model is loading: resume once it is ready." if self.controller.loading else
-                        "Nothing is saved here.")
+        why = self._why_not_now()
+        if why is not None or self.saved_conversation is None:
+            self.notify(why or "Nothing is saved here.")
             return
         self.run_worker(self._resume(self.saved_conversation), group="resume", exclusive=True)
 
