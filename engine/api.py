@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from dataclasses import dataclass, field, fields, replace
 from typing import AsyncGenerator, Literal, Protocol, Sequence, runtime_checkable
 
@@ -264,3 +265,15 @@ class EngineAPI(Protocol):
 
 class ProgressCallback(Protocol):
     def __call__(self, progress: LoadProgress) -> None: ...
+
+
+@dataclass
+class TurnControl:
+    """What a caller may change while its turn runs: shared between two threads.
+
+    `params` is replaced whole (never mutated), which is atomic; the decode loop picks up the
+    new object before sampling its next token. `cancelled` is checked between tokens.
+    """
+
+    params: SamplingParams
+    cancelled: threading.Event = field(default_factory=threading.Event)

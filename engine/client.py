@@ -20,6 +20,7 @@ from engine.api import (
     ProgressCallback,
     SamplingParams,
     TokenEvent,
+    TurnControl,
     TurnFinished,
 )
 from engine.worker import (
@@ -29,7 +30,6 @@ from engine.worker import (
     LoadCommand,
     PrepareCommand,
     Sink,
-    TurnControl,
 )
 
 

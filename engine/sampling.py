@@ -41,6 +41,7 @@ candidates, and at a 4,096 vocabulary the sampler's share of a decode step fell 
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 from dataclasses import dataclass
@@ -49,7 +50,6 @@ from typing import Callable, NamedTuple
 import mlx.core as mx
 
 from engine.api import SamplingParams
-from engine.fastmath import exp_nonpositive
 from engine.penalties import make_penalties
 
 # Short-list size for top-p without top-k: the share of steps needing the full sort shrinks with it.
@@ -85,15 +85,17 @@ class Plan(NamedTuple):
     vocab: int
 
 
-# `engine.fastmath.exp_nonpositive`: MLX's CPU `exp` is scalar code (~2 ms for 152k values, the
-# largest cost of a token); this compiled one is ~4x faster and accurate to ~3e-7. Every exponent
-# in this module is a logit minus the maximum, so <= 0. Its kernels are shared by every plan: their
-# one-time JIT build is the only compile on a CPU.
-exp = exp_nonpositive
+Exp = Callable[[mx.array], mx.array]
 
 
-def _exp_for(plan: "Plan") -> Callable[[mx.array], mx.array]:
-    """The exp to use: one MLX node for small vocabularies, the faster compiled one above."""
+def _exp_for(plan: "Plan", exp: Exp) -> Exp:
+    """The exp to use: one MLX node for small vocabularies, else the sampler's `exp`.
+
+    Every exponent in this module is a logit minus the maximum, so <= 0. On a CPU the engine
+    passes the speed layer's `exp_nonpositive` (MLX's CPU `exp` is scalar code, ~2 ms for 152k
+    values, the largest cost of a token; that compiled one is ~4x faster and accurate to ~3e-7,
+    and its kernels are shared by every plan); elsewhere it is MLX's own `exp`.
+    """
     return mx.exp if plan.vocab <= SMALL_VOCAB else exp
 
 
@@ -167,10 +169,10 @@ def _top_p_threshold(es: mx.array, ids: mx.array, top_p: mx.array, plan: Plan) -
 
 def _draw_shortlist(
     x_list: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
-    min_p: mx.array, plan: Plan,
+    min_p: mx.array, plan: Plan, exp: Exp,
 ) -> tuple[mx.array, mx.array]:
     """Top-k is on: filter and draw among the short list. Returns (position (1,), sampled probs)."""
-    w = _exp_for(plan)((x_list - x_list[:1]) * inv_temp)  # p / p_max, best first
+    w = _exp_for(plan, exp)((x_list - x_list[:1]) * inv_temp)  # p / p_max, best first
     keep = mx.arange(w.shape[0]) < top_k
     if plan.top_p:
         cum = mx.cumsum(mx.where(keep, w, 0.0))
@@ -184,10 +186,10 @@ def _draw_shortlist(
 
 def _draw_full(
     xm: mx.array, u: mx.array, ids: mx.array | None, inv_temp: mx.array, top_p: mx.array,
-    min_p: mx.array, plan: Plan,
+    min_p: mx.array, plan: Plan, exp: Exp,
 ) -> tuple[mx.array, mx.array]:
     """No top-k: filter and draw over the whole vocabulary. Returns (token id (1,), sampled probs)."""
-    es = _exp_for(plan)(xm * inv_temp)  # p / p_max of the temperature-scaled distribution
+    es = _exp_for(plan, exp)(xm * inv_temp)  # p / p_max of the temperature-scaled distribution
     threshold = None
     if plan.top_p:
         assert ids is not None
@@ -208,15 +210,15 @@ _plogp_fused = mx.compile(_plogp)  # one elementwise kernel instead of four node
 
 def build_graph(
     x: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
-    min_p: mx.array, plan: Plan,
+    min_p: mx.array, plan: Plan, exp: Exp = mx.exp,
 ) -> tuple[mx.array, mx.array]:
     """The core graph for float32 (vocab,) logits after penalties -> (token (1,), packed row).
 
-    `u` and the parameters are (1,) arrays.
+    `u` and the parameters are (1,) arrays; `exp` serves exponents <= 0 (see `_exp_for`).
     """
     m = mx.max(x, keepdims=True)
     xm = x - m
-    e = _exp_for(plan)(xm)
+    e = _exp_for(plan, exp)(xm)
     z = mx.sum(e, keepdims=True)
     log_z = mx.log(z)
     raw = xm - log_z
@@ -229,10 +231,10 @@ def build_graph(
         cand_sp = (cand == token).astype(mx.float32)
     elif plan.top_k:
         assert ids is not None
-        pos, probs = _draw_shortlist(_at(x, ids), u, inv_temp, top_k, top_p, min_p, plan)
+        pos, probs = _draw_shortlist(_at(x, ids), u, inv_temp, top_k, top_p, min_p, plan, exp)
         token, chosen_sp, cand_sp = _at(ids, pos), _at(probs, pos), probs[: plan.candidates]
     else:
-        token, probs = _draw_full(xm, u, ids, inv_temp, top_p, min_p, plan)
+        token, probs = _draw_full(xm, u, ids, inv_temp, top_p, min_p, plan, exp)
         chosen_sp, cand_sp = _at(probs, token), _at(probs, cand)
     chosen = _at(raw, token)
     rank = mx.sum(raw > chosen, keepdims=True) + 1
@@ -243,13 +245,17 @@ def build_graph(
 
 def _core(
     x: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
-    min_p: mx.array, *, plan: Plan,
+    min_p: mx.array, *, plan: Plan, exp: Exp = mx.exp,
 ) -> tuple[mx.array, mx.array]:
     """Indirection so `build_graph` is looked up at trace time (tests count traces through it)."""
-    return build_graph(x, u, inv_temp, top_k, top_p, min_p, plan)
+    return build_graph(x, u, inv_temp, top_k, top_p, min_p, plan, exp)
 
 
-_compiled_core = mx.compile(_core)
+@functools.lru_cache(maxsize=4)
+def _compiled_core(exp: Exp) -> Callable[..., tuple[mx.array, mx.array]]:
+    """`_core` traced with `mx.compile`, one per exponential (a compiled function takes only arrays
+    and constants, so `exp` is bound here); cached so every sampler shares the traces."""
+    return mx.compile(functools.partial(_core, exp=exp))
 
 
 def _compile_by_default() -> bool:
@@ -269,12 +275,14 @@ class LiveSampler:
     """
 
     def __init__(
-        self, vocab_size: int, params: SamplingParams, seed: int | None, *, compiled: bool | None = None
+        self, vocab_size: int, params: SamplingParams, seed: int | None, *, compiled: bool | None = None,
+        exp: Callable[[mx.array], mx.array] = mx.exp,
     ) -> None:
-        """`compiled`: trace the core with `mx.compile` (None: see `_compile_by_default`)."""
+        """`compiled`: trace the core with `mx.compile` (None: see `_compile_by_default`); `exp`:
+        the exponential for non-positive exponents (the CPU speed layer passes a faster one)."""
         self.vocab_size = vocab_size
         use_compile = _compile_by_default() if compiled is None else compiled
-        self._core = _compiled_core if use_compile else _core
+        self._core = _compiled_core(exp) if use_compile else functools.partial(_core, exp=exp)
         self.seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
         self._uniform = random.Random(self.seed)
         self.set_params(params)

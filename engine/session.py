@@ -27,11 +27,14 @@ class Session:
     """One loaded model: weights, tokenizer, and the cache bookkeeping between turns."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, context_limit: int, stream: mx.Stream, last_row: LastRowHead | None = None
+        self, model: Any, tokenizer: Any, context_limit: int, stream: mx.Stream, last_row: LastRowHead | None = None,
+        *, sampler_exp: Callable[[mx.array], mx.array] = mx.exp,
     ) -> None:
         """`context_limit` is already capped by the caller's maximum; the cache starts empty.
-        `last_row` restricts the model's output head to the last position (`engine.lastrow`)."""
+        `last_row` restricts the model's output head to the last position (`engine.lastrow`);
+        `sampler_exp` is the exponential each turn's sampler uses (the CPU speed layer's is faster)."""
         self.model = model
+        self.sampler_exp = sampler_exp
         self.last_row = last_row
         self.tokenizer = tokenizer
         self.context_limit = context_limit

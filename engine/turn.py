@@ -26,13 +26,13 @@ from engine.api import (
     GenerateRequest,
     SamplingParams,
     TokenEvent,
+    TurnControl,
     TurnFinished,
 )
 from engine.prompt import message_ids, render_prompt
 from engine.sampling import LiveSampler, TokenStats
 from engine.session import Session
 from engine.textstream import ReplyText
-from engine.worker import TurnControl
 
 
 
@@ -66,7 +66,7 @@ class _Decoder:
         logits = self.session.forward(fed)
         params = self.control.params
         if self.sampler is None:
-            self.sampler = LiveSampler(logits.shape[-1], params, params.seed)
+            self.sampler = LiveSampler(logits.shape[-1], params, params.seed, exp=self.session.sampler_exp)
         elif params is not self.params:
             self.sampler.set_params(params)
         self.params = params

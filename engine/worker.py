@@ -11,11 +11,10 @@ MLX and mlx-lm are imported lazily inside the thread, so importing this module s
 from __future__ import annotations
 
 import atexit
-import os
 import queue
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
 
@@ -26,28 +25,17 @@ from engine.api import (
     Message,
     ModelInfo,
     ModelLoadError,
-    SamplingParams,
+    TurnControl,
 )
-from engine.hub import one_line
+from engine.models import one_line
 
 if TYPE_CHECKING:
+    from engine.backend import SpeedLayer
     from engine.models import LoadedModel
     from engine.session import Session
 
 Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
 DEFAULT_CONTEXT = 4096  # when neither the model's config nor the caller says
-
-
-@dataclass
-class TurnControl:
-    """What a caller may change while its turn runs: shared between two threads.
-
-    `params` is replaced whole (never mutated), which is atomic; the decode loop picks up the
-    new object before sampling its next token. `cancelled` is checked between tokens.
-    """
-
-    params: SamplingParams
-    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)
@@ -95,14 +83,14 @@ Command = Union[LoadCommand, GenerateCommand, PrepareCommand, StopCommand]
 class EngineOptions:
     """How the engine thread sets MLX up; fixed for the thread's life.
 
-    `fast_blas` must be decided before MLX is imported (see `engine.blas`), which is why it is an
-    option of the thread rather than of a model load.
+    `fast_blas` must be decided before MLX is imported (see `engine.cpu.blas`), which is why it is
+    an option of the thread rather than of a model load.
     """
 
     max_context: int = 0  # cap below the model's own context; 0 = the model's limit
-    fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.blas)
-    compute_dtype: str = "auto"  # see engine.dtype.choose_compute_dtype
-    fast_layers: bool = True  # CPU prompt attention and SwiGLU, fused RoPE and RMSNorm (engine.routing)
+    fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.cpu.blas)
+    compute_dtype: str = "auto"  # see engine.precision.choose_compute_dtype
+    fast_layers: bool = True  # CPU prompt attention and SwiGLU, fused RoPE and RMSNorm (engine.cpu.routing)
 
 
 class EngineWorker:
@@ -111,8 +99,7 @@ class EngineWorker:
     def __init__(self, options: EngineOptions | None = None) -> None:
         """Start the thread at once: it must exist before any MLX work can be queued."""
         self._options = options or EngineOptions()
-        self._blas = "not set up yet"
-        self._blas_active = False
+        self._speed: SpeedLayer | None = None  # set on the thread, before MLX is imported
         self._commands: queue.Queue[Command] = queue.Queue()
         self._stream: Any = None  # the engine thread's MLX stream, touched only on that thread
         self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
@@ -143,14 +130,11 @@ class EngineWorker:
         self.stop(timeout=10)
 
     def _run(self) -> None:
-        """The thread's body: set BLAS up before MLX loads, serve commands, tear down on this thread."""
-        from engine.blas import enable_fast_blas  # before this thread imports MLX
+        """The thread's body: set the speed layer up before MLX loads, serve commands, tear down here."""
+        from engine.backend import speed_layer  # before this thread imports MLX
 
         session: Session | None = None
-        info = enable_fast_blas(self._options.fast_blas)
-        gemv = ", gemv" if info.gemv_forward else ""
-        self._blas = f"OpenBLAS ({info.threads} threads{gemv})" if info.active else "MLX built-in"
-        self._blas_active = info.active
+        self._speed = speed_layer(self._options.fast_blas, self._options.fast_layers)
         try:
             while True:
                 command = self._commands.get()
@@ -174,24 +158,27 @@ class EngineWorker:
         try:
             import mlx.core as mx
 
-            from engine.dtype import apply_compute_dtype, choose_compute_dtype
             from engine.lastrow import install_last_row_head
             from engine.models import load_model
+            from engine.precision import apply_compute_dtype, choose_compute_dtype
             from engine.session import Session
 
+            speed = self._speed
+            assert speed is not None  # set before the first command is read
             loaded = load_model(
                 command.spec, trust_remote_code=command.trust_remote_code, on_progress=command.on_progress
             )
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
-            tune_for_cpu(loaded.model, self._blas_active, self._options.fast_layers)
+            speed.tune(loaded.model)
             limit = _context_limit(loaded.model, self._options.max_context)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
-            session = Session(loaded.model, loaded.tokenizer, limit, self._stream, install_last_row_head(loaded.model))
-            command.sink(_model_info(command.spec, loaded, limit, dtype, self._blas))
-            _prepare_prefill(loaded.model, lambda: not self._commands.empty())
+            session = Session(loaded.model, loaded.tokenizer, limit, self._stream,
+                              install_last_row_head(loaded.model), sampler_exp=speed.sampler_exp)
+            command.sink(_model_info(command.spec, loaded, limit, dtype, speed.blas_status))
+            speed.after_load(loaded.model, lambda: not self._commands.empty())
             return session
         except EngineError as exc:
             command.sink(exc)
@@ -226,48 +213,6 @@ class EngineWorker:
         except Exception as exc:
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
-
-
-def tune_for_cpu(model: Any, blas_active: bool, fast_layers: bool) -> None:
-    """The measured CPU wins (BENCHMARKS.md); each keeps results exact or within float32 rounding.
-
-    With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain without
-    one), keeping the unpacked weights of up to 1/8 of physical memory (a tied output head last),
-    which decoding then uses too on big layers and the head; other big quantized layers split
-    their decode mat-vecs over two CPU streams (both cores); prefill attention and SwiGLU, and
-    RoPE and RMSNorm, take `engine.routing`'s fast paths on this thread. The first two are
-    no-ops for unquantized models, and all three are no-ops on a GPU.
-    """
-    from engine.dtype import enable_dequantized_prefill
-    from engine.parallel import enable_two_stream_decode
-    from engine.routing import install_cpu_routes
-
-    if blas_active:
-        enable_dequantized_prefill(model, keep_bytes=_memory_bytes() // 8)
-    enable_two_stream_decode(model)
-    if fast_layers:
-        install_cpu_routes()  # for this thread while it lives (later models too)
-
-
-def _prepare_prefill(model: Any, should_stop: Callable[[], bool]) -> None:
-    """After a load is reported: unpack the 4-bit weights prefill keeps, unless a command comes.
-
-    Never fails the load: an error here only means the first prefill does the work itself.
-    """
-    from engine.dtype import keep_unpacked_weights
-
-    try:
-        keep_unpacked_weights(model, should_stop)
-    except Exception:  # noqa: BLE001 - an optimisation; the prefill path repeats it if needed
-        pass
-
-
-def _memory_bytes() -> int:
-    """Physical memory, for budgets (0 where the platform does not say)."""
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 0
 
 
 def _release_streams() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import native
+from engine.cpu import native
 from engine.bench import main
 from engine.bench.report import Report, Section, Stat, alternate, per_round_ratio
 

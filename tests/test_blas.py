@@ -1,4 +1,4 @@
-"""engine.blas: OpenBLAS preloaded before MLX, numerically identical, and really the one in use.
+"""engine.cpu.blas: OpenBLAS preloaded before MLX, numerically identical, and really the one in use.
 
 Each check runs in a fresh interpreter, because whether MLX binds to the fast library is decided
 once, when MLX is first imported in a process. Timing is never asserted (shared CI machines);
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from engine import blas
+from engine.cpu import blas
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fast BLAS is Linux-only")
 
 PROBE = """
 import ctypes, json, sys
-from engine.blas import enable_fast_blas, forwarded_cblas_path, resolved_cblas_path
+from engine.cpu.blas import enable_fast_blas, forwarded_cblas_path, resolved_cblas_path
 info = enable_fast_blas()
 import mlx.core as mx
 a = mx.random.normal((300, 200), key=mx.random.key(1))
@@ -116,7 +116,7 @@ def test_thread_count_follows_environment(fast: dict) -> None:
 
 
 def test_too_late_is_reported_not_hidden() -> None:
-    code = ("import json, sys; import mlx.core; from engine.blas import enable_fast_blas; "
+    code = ("import json, sys; import mlx.core; from engine.cpu.blas import enable_fast_blas; "
             "i = enable_fast_blas(); json.dump({'active': i.active, 'reason': i.reason}, sys.stdout)")
     result = run_probe(code)
     assert not result["active"]
@@ -130,7 +130,7 @@ def test_library_with_prefixed_symbols_is_refused() -> None:
     libs = glob.glob(str(Path(numpy.__file__).parent.parent / "numpy.libs" / "libscipy_openblas*.so"))
     if not libs:
         pytest.skip("this numpy bundles no scipy-openblas")
-    code = ("import json, sys; from engine.blas import _try_load; f = []; "
+    code = ("import json, sys; from engine.cpu.blas import _try_load; f = []; "
             f"r = _try_load({libs[0]!r}, 1, f); json.dump({{'loaded': r is not None, 'why': f}}, sys.stdout)")
     result = run_probe(code)
     assert not result["loaded"]

@@ -54,3 +54,120 @@ def test_importing_the_tui_and_engine_client_leaves_mlx_unloaded() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+# The engine's three jobs, each in its own place (docs/architecture.md).
+SPEED_LAYER = "engine.cpu"
+ENGINE_PROPER = frozenset({
+    "engine.api", "engine.backend", "engine.client", "engine.fake", "engine.lastrow", "engine.penalties",
+    "engine.precision", "engine.prompt", "engine.sampling", "engine.session", "engine.textstream",
+    "engine.turn", "engine.warmup", "engine.worker",
+})
+TUI_MAY_IMPORT = frozenset({"engine.api", "engine.client", "engine.fake", "engine.settings", "engine.models"})
+
+
+def _engine_imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, names) for every absolute import of an `engine...` module a file makes, anywhere.
+
+    `from engine import x` is reported as the module `engine.x` (a submodule import)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names if alias.name.split(".")[0] == "engine")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [alias.name for alias in node.names]
+            if node.module == "engine":
+                found.extend((f"engine.{name}", []) for name in names)
+            elif node.module.startswith("engine."):
+                found.append((node.module, names))
+    return found
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_engine_proper_enters_the_speed_layer_only_through_install() -> None:
+    offenders = []
+    for path in sorted((ROOT / "engine").glob("*.py")):
+        for module, names in _engine_imports(path):
+            if _in(module, SPEED_LAYER) and (module, names) != (SPEED_LAYER, ["install"]):
+                offenders.append(f"{path.relative_to(ROOT)} imports {module} {names}")
+    assert offenders == []
+    assert {_module_name(p) for p in (ROOT / "engine").glob("*.py")} - {"engine"} == ENGINE_PROPER
+
+
+def test_the_speed_layer_imports_nothing_from_the_engine_proper() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((ROOT / "engine" / "cpu").rglob("*.py"))
+        for module, _ in _engine_imports(path)
+        if not _in(module, SPEED_LAYER) and module != "engine.settings.paths"
+    ]
+    assert offenders == []
+
+
+def test_the_tui_uses_only_the_engines_public_doors() -> None:
+    """The contract, the two engines, and the settings and models packages' public names (never a
+    module inside those packages)."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((ROOT / "tui").rglob("*.py"))
+        for module, _ in _engine_imports(path)
+        if module not in TUI_MAY_IMPORT and module != "engine.cli"
+    ]
+    assert offenders == []
+
+
+def test_the_tui_imports_engine_cli_only_to_hand_over_headless_commands() -> None:
+    users = [path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "tui").rglob("*.py"))
+             if any(module == "engine.cli" for module, _ in _engine_imports(path))]
+    assert users == ["tui/cli.py"]
+
+
+def test_on_a_gpu_backend_no_module_of_the_speed_layer_is_imported(chatml_model: Path) -> None:
+    """A real load and turn with the backend reported as Metal: mlx-lm's own code only."""
+    code = (
+        "import asyncio, sys\n"
+        "import engine.backend as backend\n"
+        "backend.gpu_backend = lambda: 'Metal'\n"
+        "from engine.api import GenerateRequest, Message, SamplingParams, TurnFinished\n"
+        "from engine.client import Engine\n"
+        "async def main():\n"
+        "    engine = Engine()\n"
+        f"    info = await engine.load({str(chatml_model)!r})\n"
+        "    request = GenerateRequest((Message('user', 'hi'),), SamplingParams(temperature=0.0, max_tokens=3))\n"
+        "    events = [e async for e in engine.generate(request)]\n"
+        "    assert isinstance(events[-1], TurnFinished), events[-1]\n"
+        "    await engine.close()\n"
+        "    return info\n"
+        "info = asyncio.run(main())\n"
+        "loaded = sorted(n for n in sys.modules if n == 'engine.cpu' or n.startswith('engine.cpu.'))\n"
+        "print(info.blas, loaded)\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "MLX built-in []" in result.stdout
+
+
+def test_on_the_cpu_build_the_speed_layer_is_entered(chatml_model: Path) -> None:
+    """The counterpart: the same load on this machine's CPU build installs the layer's routes."""
+    code = (
+        "import asyncio, sys\n"
+        "from engine.client import Engine\n"
+        "async def main():\n"
+        "    engine = Engine()\n"
+        f"    await engine.load({str(chatml_model)!r})\n"
+        "    await engine.close()\n"
+        "asyncio.run(main())\n"
+        "assert 'engine.cpu.routing' in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -13,7 +13,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from engine.api import SamplingParams
-from engine.config import (
+from engine.settings.config import (
     Config,
     ConfigError,
     ModelConfig,

@@ -15,11 +15,11 @@ from typing import Any, cast
 
 import pytest
 
-from engine.demo.corpus import CAPITALS, make_corpus
-from engine.demo.tokenizer import IM_END, encode_with_mask, render
+from engine.models.demo.corpus import CAPITALS, make_corpus
+from engine.models.demo.tokenizer import IM_END, encode_with_mask, render
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / "engine" / "demo_model"
+DEMO = ROOT / "engine" / "models" / "demo_model"
 MAX_REPLY_TOKENS = 48
 
 
@@ -131,7 +131,7 @@ def test_training_code_builds_a_loadable_reproducible_miniature(tmp_path: Path) 
     model mlx-lm loads, and the same seed gives the same bytes."""
     builds = [tmp_path / "a", tmp_path / "b"]
     for out in builds:
-        args = [sys.executable, "-m", "engine.demo", "--out", str(out), "--steps", "4", "--conversations",
+        args = [sys.executable, "-m", "engine.models.demo", "--out", str(out), "--steps", "4", "--conversations",
                 "150", "--hidden-size", "64", "--intermediate-size", "128", "--layers", "2"]
         done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
                               env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})

@@ -16,14 +16,8 @@ import pytest
 from mlx.utils import tree_flatten
 from mlx_lm.models import llama, qwen2
 
-from engine.dtype import (
-    _unpack,
-    apply_compute_dtype,
-    choose_compute_dtype,
-    enable_dequantized_prefill,
-    keep_unpacked_weights,
-    model_dtype,
-)
+from engine.cpu.unpacked import _unpack, enable_dequantized_prefill, keep_unpacked_weights
+from engine.precision import apply_compute_dtype, choose_compute_dtype, model_dtype
 
 MAX_LOGPROB_DIFF = 0.25
 MAX_TOTAL_VARIATION = 0.05
@@ -199,7 +193,7 @@ def test_layers_that_cannot_be_unpacked_keep_their_kernel() -> None:
 
 
 def test_two_stream_decode_is_exact_and_only_splits_big_layers() -> None:
-    from engine.parallel import _TwoStreamEmbedding, _TwoStreamLinear, enable_two_stream_decode
+    from engine.cpu.parallel import _TwoStreamEmbedding, _TwoStreamLinear, enable_two_stream_decode
 
     model = _tiny("qwen2", seed=6, quantized=True)  # tied, quantized embedding = lm_head
     apply_compute_dtype(model, "float32")
@@ -217,15 +211,15 @@ def test_two_stream_decode_is_exact_and_only_splits_big_layers() -> None:
 def test_decoding_uses_kept_weights_of_big_layers_only(monkeypatch: pytest.MonkeyPatch, two_stream: bool) -> None:
     """A kept unpacked weight serves one-row calls too, from the size floor up; small layers and
     layers without a kept weight stay on MLX's quantized kernel. Same logits either way."""
-    from engine import dtype
-    from engine.parallel import enable_two_stream_decode
+    from engine.cpu import unpacked as dtype
+    from engine.cpu.parallel import enable_two_stream_decode
 
     model = _tiny("qwen2", seed=6, quantized=True)
     apply_compute_dtype(model, "float32")
     step = mx.random.randint(0, 256, (1, 1), key=mx.random.key(9))
     reference = model(step)
     enable_dequantized_prefill(model, keep_bytes=1 << 40)
-    if two_stream:  # the engine's order (engine.worker.tune_for_cpu): gate and up become two-stream
+    if two_stream:  # the engine's order (engine.cpu.CpuLayer.tune): gate and up become two-stream
         enable_two_stream_decode(model, min_outputs=128)
     keep_unpacked_weights(model, lambda: False)
     layers = [layer for _, layer in model.named_modules() if isinstance(layer, dtype._PrefillDequantizedLinear)]
@@ -245,7 +239,7 @@ def test_decoding_uses_kept_weights_of_big_layers_only(monkeypatch: pytest.Monke
 
 
 def test_a_tied_quantized_head_keeps_its_unpacked_weight_when_the_budget_allows() -> None:
-    from engine.dtype import _DenseHeadEmbedding
+    from engine.cpu.unpacked import _DenseHeadEmbedding
 
     tokens = mx.random.randint(0, 256, (1, 12), key=mx.random.key(3))
     model = _tiny("qwen2", seed=6, quantized=True)  # tied: the embedding is the output head

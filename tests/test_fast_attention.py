@@ -11,7 +11,7 @@ import pytest
 from engine_helpers import GREEDY, cold_logprobs, run, spy_threads
 
 import mlx.core as mx
-from engine import attention, fastmath, routing
+from engine.cpu import attention, fastmath, routing
 from engine.api import Message
 from engine.client import Engine
 

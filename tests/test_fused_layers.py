@@ -1,4 +1,4 @@
-"""engine.rope and engine.norms: MLX's CPU fallbacks, fused, bit for bit, and routed only where they apply."""
+"""engine.cpu.rope and engine.cpu.norms: MLX's CPU fallbacks, fused, bit for bit, and routed only where they apply."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from engine_helpers import spy_threads
 
 import mlx.core as mx
 import mlx.nn as nn
-from engine import routing
-from engine.norms import MAX_ROWS, handles_rms_norm, rms_norm
-from engine.rope import RopeTables, handles_rope
+from engine.cpu import routing
+from engine.cpu.norms import MAX_ROWS, handles_rms_norm, rms_norm
+from engine.cpu.rope import RopeTables, handles_rope
 
 
 @pytest.mark.parametrize(("dims", "width", "base", "scale", "offset", "length", "dtype"), [
@@ -78,7 +78,7 @@ def test_rms_norm_route_takes_decode_sized_calls_of_plain_norms_only() -> None:
 
 def test_layer_routes_serve_registered_threads_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Install on a worker thread: its calls go to the fused versions, this thread's do not."""
-    from engine import norms
+    from engine.cpu import norms
 
     seen = spy_threads(monkeypatch, norms, "rms_norm_compiled")
     module, x = nn.RMSNorm(8), mx.arange(8, dtype=mx.float32).reshape(1, 1, 8)

@@ -1,4 +1,4 @@
-"""engine.gemv_forward: the sgemm that sends mat-vecs to sgemv computes what sgemm computes.
+"""engine.cpu.gemv_forward: the sgemm that sends mat-vecs to sgemv computes what sgemm computes.
 
 The forwarder is called directly (ctypes, numpy buffers) over every case its C code branches
 on: row- and column-major, each transpose, M = 1, N = 1, both, padded leading dimensions, alpha,
@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine import blas, cbuild, gemv_forward
+from engine.cpu import blas, cbuild, gemv_forward
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fast BLAS is Linux-only")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import hub
+from engine.models import hub
 from engine.api import LoadProgress, ModelLoadError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,7 +134,7 @@ def test_list_local_models(tmp_path: Path, tiny: Path) -> None:
 
 def test_listing_models_does_not_import_mlx(tmp_path: Path) -> None:
     code = (
-        "import sys; from engine import hub\n"
+        "import sys; from engine.models import hub\n"
         f"hub.list_local_models(cache_dir={str(tmp_path)!r}, state={str(tmp_path)!r})\n"
         "hub.is_supported_model_type('llama')\n"
         "assert not any(m == 'mlx' or m.startswith(('mlx.', 'mlx_lm')) for m in sys.modules), 'mlx imported'\n"

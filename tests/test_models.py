@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine import hub
+from engine.models import hub
 from engine.api import LoadProgress, ModelLoadError
-from engine.models import DEFAULT_TIKTOKEN_PATTERN, load_model
+from engine.models.load import DEFAULT_TIKTOKEN_PATTERN, load_model
 from tinymodels import corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ def test_a_local_folder_loads_with_progress(tiny: Path) -> None:
 
 def test_demo_resolves_to_the_packaged_folder() -> None:
     path = hub.demo_model_path()
-    assert path == ROOT / "engine" / "demo_model"
+    assert path == ROOT / "engine" / "models" / "demo_model"
     if path.is_dir():
         assert hub.resolve_model("demo", lambda p: None) == (path, "demo")
     else:

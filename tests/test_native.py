@@ -1,4 +1,4 @@
-"""The vectorized C kernels (engine.native): the same maths as MLX, wired into prefill only."""
+"""The vectorized C kernels (engine.cpu.native): the same maths as MLX, wired into prefill only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mlx.core as mx
-from engine import attention, cbuild, fastmath, native, routing
+from engine.cpu import attention, cbuild, fastmath, native, routing
 
 
 @pytest.fixture(scope="module")

@@ -38,10 +38,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_contains_the_data_files(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "engine/config.toml" in names
-    demo = {f"engine/demo_model/{f.name}" for f in (REPO / "engine" / "demo_model").iterdir() if f.is_file()}
-    assert {"engine/demo_model/model.safetensors", "engine/demo_model/config.json"} <= demo <= names
-    assert {"engine/config.py", "engine/config_files.py", "tui/themes.py", "tui/keymap.py"} <= names
-    assert {"engine/gemv_forward.c", "engine/native.c"} <= names  # compiled on first use (engine.cbuild)
+    demo = {f"engine/models/demo_model/{f.name}" for f in (REPO / "engine" / "models" / "demo_model").iterdir() if f.is_file()}
+    assert {"engine/models/demo_model/model.safetensors", "engine/models/demo_model/config.json"} <= demo <= names
+    assert {"engine/settings/config.py", "engine/settings/files.py", "tui/themes.py", "tui/keymap.py"} <= names
+    assert {"engine/cpu/gemv_forward.c", "engine/cpu/native.c"} <= names  # compiled on first use (engine.cpu.cbuild)
     themes = {n for n in names if n.startswith("themes/") and n.endswith(".toml")}
     shipped = {f"themes/{p.name}" for p in (REPO / "themes").glob("*.toml")}
     assert themes == shipped and len(themes) >= 4
@@ -57,12 +57,12 @@ def test_installed_wheel_finds_its_defaults_and_themes(wheel: Path, tmp_path: Pa
         import json
         from importlib import resources
         from pathlib import Path
-        import engine.config, tui.themes
-        from engine.config import load_config
+        import engine.settings.config, tui.themes
+        from engine.settings.config import load_config
         from tui.themes import load_builtin_themes
         loaded = load_config(Path("absent.toml"))
         print(json.dumps({
-            "module": engine.config.__file__,
+            "module": engine.settings.config.__file__,
             "default_path": str(loaded.default_path),
             "problems": list(loaded.problems),
             "theme": loaded.config.ui.theme,
@@ -76,7 +76,7 @@ def test_installed_wheel_finds_its_defaults_and_themes(wheel: Path, tmp_path: Pa
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
-    assert seen["module"] == str(site / "engine" / "config.py")
+    assert seen["module"] == str(site / "engine" / "settings" / "config.py")
     assert seen["default_path"] == str(site / "engine" / "config.toml")
     assert seen["themes_dir"] == str(site / "themes")
     assert seen["problems"] == []

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from textual.app import App
 
-from engine import hub
+from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
-from engine.config import ConfigError, LoadedConfig, save_settings, state_dir
+from engine.settings import ConfigError, LoadedConfig, save_settings, state_dir
 from tui.bindings import binding_ids, bindings_for
 from tui.commands import LogitscopeCommands
 from tui.controller import ChatController, Post
@@ -98,7 +98,7 @@ class LogitscopeApp(App[None]):
         """A success goes first in the picker's recent list. (Cancelling this cancels the load.)"""
         if await load:
             self.model_spec = spec
-            await asyncio.to_thread(hub.record_recent, spec)
+            await asyncio.to_thread(record_recent, spec)
 
     def action_switch_model(self) -> None:
         """Open the model picker (not over another picker, not while a reply or a load runs)."""
@@ -108,8 +108,8 @@ class LogitscopeApp(App[None]):
             busy = "A reply is streaming: Esc stops it" if self.controller.busy else "A model is still loading"
             self.notify(f"{busy}, then switch models.", severity="warning")
             return
-        current = hub.normalise_spec(self.model_spec) if self.engine.model is not None else None
-        self.push_screen(ModelPicker(hub.list_local_models, current), self._picked)
+        current = normalise_spec(self.model_spec) if self.engine.model is not None else None
+        self.push_screen(ModelPicker(list_local_models, current), self._picked)
 
     def _picked(self, spec: str | None) -> None:
         if spec:

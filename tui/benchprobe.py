@@ -30,7 +30,7 @@ from typing import Any
 
 from textual import events
 
-from engine.config import load_config
+from engine.settings import load_config
 from engine.fake import ScriptedEngine
 from tui.app import LogitscopeApp
 from tui.cli import tune_gc_for_streaming

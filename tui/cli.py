@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return engine_main(argv)
     args = _parser().parse_args(argv)
-    from engine.config import load_config
+    from engine.settings import load_config
     from tui.app import LogitscopeApp
 
     loaded = load_config(args.config, explicit=args.config is not None)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from textual.keys import KEY_ALIASES, KEY_TO_UNICODE_NAME, REPLACED_KEYS, Keys
 
-from engine.config_files import display_path, format_location
+from engine.settings import display_path, format_location
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 

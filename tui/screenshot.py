@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from engine.api import EngineAPI
-from engine.config import load_config
+from engine.settings import load_config
 from engine.fake import ScriptedEngine
 from tui.app import LogitscopeApp
 

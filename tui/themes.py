@@ -21,7 +21,7 @@ from textual.app import App
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-from engine.config_files import (
+from engine.settings import (
     TomlProblem,
     display_path,
     format_location,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from engine.blas import enable_fast_blas
+from engine.cpu.blas import enable_fast_blas
 
 SECTIONS = ("decode", "ttft", "branch", "sampler", "blas-dtype", "tui")
 

@@ -32,7 +32,7 @@ def process_section(section: Section, shape: str, prompt: int, decode: int, roun
     "reference BLAS, bfloat16" is plain mlx-lm as a user runs it on Linux: the wheel's BLAS and
     the dtype the weights ship in. "OpenBLAS" alone leaves the gemv forwarding off. "All fast
     paths" adds what the engine does on top of OpenBLAS and float32, still in mlx-lm's
-    `generate_step`: the gemv forwarding and the engine's own CPU tuning (`tune_for_cpu`: the
+    `generate_step`: the gemv forwarding and the engine's own CPU tuning (`CpuLayer.tune`: the
     layer routes, and for a 4-bit `shape` the kept unpacked weights and two streams). "logitscope's
     engine" is the app's own Engine (one-pass prompt, its sampler, 10 candidates per token).
     """

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from engine import native
+from engine.cpu import native
 from engine.bench.engine_sections import branch_section, decode_section, ttft_section
 from engine.bench.machine import describe
 from engine.bench.process_section import process_section

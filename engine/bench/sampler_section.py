@@ -43,6 +43,7 @@ def _contenders(vocab: int, knobs: dict[str, float], iterations: int) -> dict[st
     import mlx.core as mx
     from mlx_lm.sample_utils import make_sampler
 
+    from engine.cpu.fastmath import exp_nonpositive  # the exponential the app's sampler uses on a CPU
     from engine.sampling import LiveSampler
 
     rows = [_zipf_logits(vocab, seed) for seed in range(8)]
@@ -50,7 +51,8 @@ def _contenders(vocab: int, knobs: dict[str, float], iterations: int) -> dict[st
     mx.eval(rows, context)
     sampler = make_sampler(temp=knobs["temperature"], top_p=knobs.get("top_p", 0.0),
                            min_p=knobs.get("min_p", 0.0), top_k=int(knobs.get("top_k", 0)))
-    live = LiveSampler(vocab, SamplingParams(candidates=10, **knobs), seed=0)  # type: ignore[arg-type]
+    live = LiveSampler(vocab, SamplingParams(candidates=10, **knobs), seed=0,  # type: ignore[arg-type]
+                       exp=exp_nonpositive)
 
     def plain(i: int) -> None:
         logits = rows[i % len(rows)]

@@ -41,7 +41,7 @@ async def open_contenders(folder: str) -> Contenders:
     """Load `folder` into a fresh Engine and, plainly, into this thread in the engine's dtype."""
     from mlx_lm.utils import load
 
-    from engine.dtype import COMPUTE_DTYPES, apply_compute_dtype
+    from engine.precision import COMPUTE_DTYPES, apply_compute_dtype
 
     engine = Engine()
     info = await engine.load(folder)

@@ -5,11 +5,11 @@ so "BLAS on vs off" needs two processes; doing every per-config measurement this
 one config's allocator cache and thread state from leaking into the next.
 
 Config keys: shape ("30m", "qwen0.5b", ...), blas (bool), threads (OpenBLAS threads, or null),
-gemv_forward (bool, default off: engine.gemv_forward), dtype (a compute dtype setting), prompt
+gemv_forward (bool, default off: engine.cpu.gemv_forward), dtype (a compute dtype setting), prompt
 (tokens), decode (tokens), prefill_step, cache_limit_mb (null = MLX default), dequant_prefill,
-keep_bytes, two_stream and fast_layers (single fast paths of engine.dtype, engine.parallel and
-engine.routing, for experiments), engine_tuning (bool: all of them exactly as the engine applies
-them, `engine.worker.tune_for_cpu`, unpacked weights kept ahead), budget_s (stop decoding early
+keep_bytes, two_stream and fast_layers (single fast paths of engine.cpu.unpacked, engine.cpu.parallel and
+engine.cpu.routing, for experiments), engine_tuning (bool: all of them exactly as the engine applies
+them, `engine.cpu.CpuLayer.tune`, unpacked weights kept ahead), budget_s (stop decoding early
 past this), and engine (bool: time logitscope's own Engine, which applies every fast path
 itself, instead of plain mlx-lm). Prints one JSON
 line: prefill tok/s, decode tok/s, the active BLAS and dtype.
@@ -24,8 +24,8 @@ import sys
 import time
 from typing import Any
 
-from engine.blas import enable_fast_blas
-from engine.gemv_forward import ENV_SWITCH as GEMV_SWITCH
+from engine.cpu.blas import enable_fast_blas
+from engine.cpu.gemv_forward import ENV_SWITCH as GEMV_SWITCH
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +42,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                 "config": config}
 
     from engine.bench.shapes import build_model, shape_named
-    from engine.dtype import apply_compute_dtype, choose_compute_dtype, enable_dequantized_prefill
+    from engine.cpu.unpacked import enable_dequantized_prefill
+    from engine.precision import apply_compute_dtype, choose_compute_dtype
 
     if config.get("cache_limit_mb") is not None:
         mx.set_cache_limit(int(config["cache_limit_mb"]) * 2**20)
@@ -51,19 +52,19 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("dequant_prefill"):
         enable_dequantized_prefill(model, keep_bytes=int(config.get("keep_bytes", 0)))
     if config.get("two_stream"):
-        from engine.parallel import enable_two_stream_decode
+        from engine.cpu.parallel import enable_two_stream_decode
 
         enable_two_stream_decode(model)
     if config.get("fast_layers"):
-        from engine.routing import install_cpu_routes
+        from engine.cpu.routing import install_cpu_routes
 
         install_cpu_routes()
     if config.get("engine_tuning"):
-        from engine.dtype import keep_unpacked_weights
-        from engine.worker import tune_for_cpu
+        from engine.cpu import CpuLayer, CpuSwitches
 
-        tune_for_cpu(model, blas.active, fast_layers=True)
-        keep_unpacked_weights(model, lambda: False)
+        layer = CpuLayer(blas.reason, blas.active, CpuSwitches(fast_layers=True))
+        layer.tune(model)
+        layer.after_load(model, lambda: False)
     result = _generate(model, config)
     return {**result, "blas": blas.reason if blas.active else "reference BLAS",
             "blas_active": blas.active, "dtype": dtype, "config": config}

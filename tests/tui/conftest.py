@@ -7,7 +7,7 @@ from typing import Callable
 
 import pytest
 
-from engine.config import LoadedConfig, load_config
+from engine.settings.config import LoadedConfig, load_config
 from engine.fake import ScriptedEngine
 from tui.app import LogitscopeApp
 

@@ -339,7 +339,7 @@ async def test_save_settings_round_trip(make_app: Any, config_path: Path) -> Non
         await pilot.press("T", "K", "ctrl+t", "ctrl+s")
         theme = app.theme
         await pilot.pause()
-    from engine.config import load_config
+    from engine.settings.config import load_config
 
     loaded = load_config(config_path).config
     assert loaded.sampling.temperature == 0.8 and loaded.sampling.top_k == 1

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input, OptionList
 
-from engine import hub
+from engine.models import hub
 from engine.api import ModelInfo
 from engine.fake import ScriptedEngine
 from tui import cli

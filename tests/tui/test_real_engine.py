@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.config import load_config
+from engine.settings.config import load_config
 from tui.app import LogitscopeApp
 from tui.widgets.candidates import CandidatesPanel
 from tui_helpers import SIZE, send, wait_idle

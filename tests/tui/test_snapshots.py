@@ -14,7 +14,7 @@ import pytest
 
 from textual.widgets import Input
 
-from engine import hub
+from engine.models import hub
 from tui.widgets.chat_input import ChatInput
 from tui_helpers import SIZE, send, wait_idle
 

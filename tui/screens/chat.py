@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 
 from engine.api import ParamError, SamplingParams
-from engine.config import Config
+from engine.settings import Config
 from tui import messages as msg
 from tui.bindings import bindings_for
 from tui.controller import ChatController, Post

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
-from engine.hub import ModelEntry
+from engine.models import ModelEntry
 from tui.screens.dialogs import Dialog
 
 ListModels = Callable[[], list[ModelEntry]]

@@ -1,6 +1,6 @@
 """TOML files for the settings: read with located errors, find a key's line, write atomically.
 
-Kept apart from `engine.config` (which knows what the settings *mean*) because this part only
+Kept apart from `engine.settings.config` (which knows what the settings *mean*) because this part only
 knows about files: where a key sits in the text, and how to replace a file without ever leaving
 half of one behind. `tui.themes` and `tui.keymap` reuse it for the same one-line messages.
 """

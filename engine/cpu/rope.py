@@ -11,7 +11,7 @@ is one compiled kernel: 0.09 ms per call.
 It takes the calls of plain `mlx.nn.RoPE` modules (what mlx-lm's llama, qwen2, mistral and
 others build when a config has no rope scaling) with the default half-split layout and an
 integer offset; everything else (traditional layout, scaled variants with their own class,
-per-sequence offsets) keeps MLX's path. Wired in by `engine.routing` like the attention.
+per-sequence offsets) keeps MLX's path. Wired in by `engine.cpu.routing` like the attention.
 """
 
 from __future__ import annotations

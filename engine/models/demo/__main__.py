@@ -1,4 +1,4 @@
-"""Rebuild the demo model: ``python -m engine.demo --out engine/demo_model``.
+"""Rebuild the demo model: ``python -m engine.models.demo --out engine/models/demo_model``.
 
 The fast BLAS is enabled first, before anything imports MLX, because training on MLX's
 reference BLAS would take hours instead of minutes.
@@ -12,14 +12,14 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from engine.blas import enable_fast_blas
+from engine.cpu.blas import enable_fast_blas
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """``--out`` plus an override for every `TrainConfig` field (for experiments and tests)."""
-    from engine.demo.train import TrainConfig
+    from engine.models.demo.train import TrainConfig
 
-    parser = argparse.ArgumentParser(prog="python -m engine.demo", description="Rebuild the demo chat model.")
+    parser = argparse.ArgumentParser(prog="python -m engine.models.demo", description="Rebuild the demo chat model.")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "demo_model")
     for f in fields(TrainConfig):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     """Train and save; print the numbers worth reporting."""
     blas = enable_fast_blas()
     print(f"BLAS: {blas.reason}", flush=True)
-    from engine.demo.train import TrainConfig, train
+    from engine.models.demo.train import TrainConfig, train
 
     args = parse_args(argv)
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})

@@ -8,7 +8,7 @@ threads registered with it, and for the calls its predicate accepts (calls the f
 computes exactly like the original: prefill calls for attention and SwiGLU, decode ones too for
 the layers), it calls the fast version; everything else goes to the original. Other threads in
 the process (a benchmark's plain mlx-lm, say) are never affected. The attention softmax and
-SwiGLU of a prefill run in `engine.native`'s vectorized C where it builds, else in MLX.
+SwiGLU of a prefill run in `engine.cpu.native`'s vectorized C where it builds, else in MLX.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _routes() -> dict[str, tuple[Callable[..., Any], Callable[..., Any], Callabl
     """name -> (mlx-lm's original, the fast version, which calls it takes)."""
     from mlx_lm.models import activations, base
 
-    from engine import attention, fastmath, native
+    from engine.cpu import attention, fastmath, native
 
     kernels = native.process_kernels()  # vectorized C for the elementwise parts, where it builds
     return {
@@ -82,8 +82,8 @@ def _route_method(cls: type, make_fast: Callable[[], Callable[..., Any]], handle
 def _class_routes() -> list[tuple[type, Callable[[], Callable[..., Any]], Callable[..., bool]]]:
     """(mlx.nn layer class, what makes its fast call, which calls it takes): layers whose CPU
     fallbacks are separate ops that the fast versions fuse (decode included: every dispatch counts)."""
-    from engine.norms import handles_rms_norm, rms_norm
-    from engine.rope import RopeTables, handles_rope
+    from engine.cpu.norms import handles_rms_norm, rms_norm
+    from engine.cpu.rope import RopeTables, handles_rope
 
     return [(nn.RoPE, lambda: RopeTables().rope, handles_rope), (nn.RMSNorm, lambda: rms_norm, handles_rms_norm)]
 

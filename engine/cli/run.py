@@ -37,8 +37,8 @@ from engine.api import (
     TokenEvent,
     TurnFinished,
 )
-from engine.config import Config, load_config
-from engine.params_cli import add_param_flags, params_from_args
+from engine.settings import Config, load_config
+from engine.cli.params import add_param_flags, params_from_args
 
 EngineFactory = Callable[[], EngineAPI]
 EXIT_USAGE = 2
@@ -229,7 +229,7 @@ async def run_conversation(
 
 async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: TextIO, remember: bool) -> int:
     """Run the plan; with `remember`, a model that loaded goes into the picker's recent list."""
-    from engine.hub import record_recent
+    from engine.models import record_recent
 
     engine = factory()
     on_loaded = (lambda: record_recent(plan.model)) if remember else None
@@ -280,6 +280,3 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
         return _fail(err, f"logitscope: {error}", 1)
     return code
 
-
-if __name__ == "__main__":
-    sys.exit(main())

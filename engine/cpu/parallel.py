@@ -19,7 +19,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from engine.dtype import DEQUANTIZE_MIN_ROWS, _PrefillDequantizedLinear, _unpackable
+from engine.cpu.unpacked import DEQUANTIZE_MIN_ROWS, _PrefillDequantizedLinear, _unpackable
 
 # Layers with fewer output rows than this stay on one stream (sync would cost more than it saves).
 MIN_SPLIT_OUTPUTS = 2048
@@ -30,7 +30,7 @@ def enable_two_stream_decode(model: nn.Module, min_outputs: int = MIN_SPLIT_OUTP
 
     Call on the thread that will run the model (streams belong to a thread). Returns how many
     layers were switched; 0 on a GPU. Layers also get the multi-row dequantized prefill path
-    of `engine.dtype.enable_dequantized_prefill`.
+    of `engine.cpu.unpacked.enable_dequantized_prefill`.
     """
     if mx.default_device() != mx.cpu:
         return 0

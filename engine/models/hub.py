@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from engine.api import LoadProgress, ModelLoadError
-from engine.config import state_dir
+from engine.settings.paths import state_dir
 
 DEMO_SPEC = "demo"
 Report = Callable[[LoadProgress], None]
@@ -36,7 +36,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model", "*.ti
 
 
 def demo_model_path() -> Path:
-    """The small chat model that ships inside the package (``engine/demo_model/``)."""
+    """The small chat model that ships inside the package (``engine/models/demo_model/``)."""
     return Path(__file__).resolve().parent / "demo_model"
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from engine.api import PARAM_LIMITS, ParamError, SamplingParams
-from engine.config_files import (
+from engine.settings.paths import cache_dir, state_dir, user_config_dir
+from engine.settings.files import (
     ConfigError,
     TomlProblem,
     format_location,
@@ -60,7 +61,7 @@ class ModelConfig:
     max_context: int = 0  # stop a conversation at this many tokens (0 = the model's limit)
     compute_dtype: str = "auto"  # one of COMPUTE_DTYPES; "auto" = fastest on this machine
     fast_blas: bool = True  # load OpenBLAS into MLX on Linux CPUs
-    fast_layers: bool = True  # CPU fast paths: prompt attention, SwiGLU, RoPE, RMSNorm (engine.routing)
+    fast_layers: bool = True  # CPU fast paths: prompt attention, SwiGLU, RoPE, RMSNorm (engine.cpu.routing)
 
 
 @dataclass(frozen=True)
@@ -109,35 +110,11 @@ class LoadedConfig:
 
 def default_config_path() -> Path | None:
     """The packaged defaults: ``engine/config.toml`` in a wheel, the repo root in a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "config.toml", here.parent / "config.toml"):
+    engine = Path(__file__).resolve().parent.parent
+    for candidate in (engine / "config.toml", engine.parent / "config.toml"):
         if candidate.is_file():
             return candidate
     return None
-
-
-def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/logitscope``; the XDG spec says to ignore an empty or relative value."""
-    return _xdg_dir(env, "XDG_CONFIG_HOME", Path(".config"))
-
-
-def state_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME/logitscope`` (``~/.local/state`` by default): history (recent models, the
-    last conversation), not settings."""
-    return _xdg_dir(env, "XDG_STATE_HOME", Path(".local", "state"))
-
-
-def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/logitscope`` (``~/.cache`` by default): files that can be rebuilt."""
-    return _xdg_dir(env, "XDG_CACHE_HOME", Path(".cache"))
-
-
-def _xdg_dir(env: Mapping[str, str] | None, variable: str, fallback: Path) -> Path:
-    """An XDG base directory (an empty or relative value is ignored, as the spec says) / logitscope."""
-    env = os.environ if env is None else env
-    base = env.get(variable, "")
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / fallback
-    return root / "logitscope"
 
 
 def user_config_path(override: str | os.PathLike[str] | None = None,

@@ -8,7 +8,7 @@ threads, 5.4x with one (BENCHMARKS.md). ``gemv_forward.c`` is a ``cblas_sgemm`` 
 and N = 1 calls to ``cblas_sgemv`` and everything else to OpenBLAS's ``cblas_sgemm``; the results
 are the same products, summed in a different order (float32 rounding).
 
-How it gets in: the C file is compiled once per machine (``engine.cbuild``), then opened with
+How it gets in: the C file is compiled once per machine (``engine.cpu.cbuild``), then opened with
 ``RTLD_GLOBAL`` *before* OpenBLAS is made global, so a global lookup of ``cblas_sgemm`` (which is
 how ``libmlx`` binds it) finds this one first. No compiler means no forwarding, never a failure.
 Off switch: ``LOGITSCOPE_GEMV_FORWARD=0``.
@@ -20,8 +20,8 @@ import ctypes
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import cbuild, switches
-from engine.config import cache_dir
+from engine.cpu import cbuild, switches
+from engine.settings.paths import cache_dir
 
 ENV_SWITCH = "LOGITSCOPE_GEMV_FORWARD"
 SOURCE = Path(__file__).with_name("gemv_forward.c")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from engine.demo.corpus import Chat
+from engine.models.demo.corpus import Chat
 
 PAD = "<|endoftext|>"
 IM_START = "<|im_start|>"

@@ -6,7 +6,7 @@ ops it dispatches (~9 us each on the CPU stream), and a llama layer normalises t
 30M model spends ~100 dispatches per token here. Compiled, the elementwise ops around the mean
 fuse: three dispatches, and the same float32 operations in the same order (bit-identical in
 tests). It takes decode-sized calls of plain `mlx.nn.RMSNorm` modules (on many rows MLX's own
-ops are faster); wired in by `engine.routing`.
+ops are faster); wired in by `engine.cpu.routing`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Why a real architecture and format: the demo model must load through ``mlx_lm.ut
 exactly like a downloaded model, so the app has no special path for it. The loss counts only
 assistant tokens (including ``<|im_end|>``), so the model learns to answer and to stop.
 
-Call `enable_fast_blas` before this module imports MLX (``engine.demo.__main__`` does).
+Call `enable_fast_blas` before this module imports MLX (``engine.models.demo.__main__`` does).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from mlx_lm.models import llama
 from mlx_lm.utils import get_total_parameters, save_config, save_model
 from transformers import PreTrainedTokenizerFast
 
-from engine.demo.corpus import make_corpus
-from engine.demo.tokenizer import encode_with_mask, train_tokenizer
+from engine.models.demo.corpus import make_corpus
+from engine.models.demo.tokenizer import encode_with_mask, train_tokenizer
 
 Example = tuple[list[int], list[bool]]
 

@@ -1,6 +1,6 @@
 """Compile one of logitscope's small C files once per machine into the user's cache folder.
 
-Why at run time: the speed-ups written in C (``engine.gemv_forward``, ``engine.native``) must
+Why at run time: the speed-ups written in C (``engine.cpu.gemv_forward``, ``engine.cpu.native``) must
 match the machine's own BLAS and CPU, and a wheel built elsewhere could not. The system's C
 compiler is the same one MLX's own ``mx.compile`` needs on a CPU. A build is named by a hash of
 its source and flags, written atomically (a concurrent process sees all of it or none) and

@@ -6,15 +6,15 @@ softmax computes every exponential with scalar code and library `fma` calls (~15
 prefill of N new tokens over L cached positions needs heads x N x L of them: a 50-token follow-up
 over 1,000 cached tokens spent two thirds of its prefill there (BENCHMARKS.md). Here the scores
 come from the same BLAS matmul, and the exponential is a compiled polynomial made only of
-multiply-adds and integer shifts (`engine.fastmath`), with no library calls: ~4x
+multiply-adds and integer shifts (`engine.cpu.fastmath`), with no library calls: ~4x
 cheaper, and accurate to ~3e-7 relative (MLX's own exp: ~2e-6). Queries are processed in blocks whose scores stay in the
 L2 cache (the per-score cost triples once they do not), and a causal block only scores the keys
-its queries can see, which halves the work of a fresh prompt. Where `engine.native` builds, the
+its queries can see, which halves the work of a fresh prompt. Where `engine.cpu.native` builds, the
 softmax of each block (mask, maximum, exponentials, sum, scaling) is one vectorized C pass
 instead: a 1,079-token prompt of the 2M bench model got its first token in 125 ms instead of
 313 (BENCHMARKS.md, section 0).
 
-How it is wired (`engine.routing`): mlx-lm's model modules call the
+How it is wired (`engine.cpu.routing`): mlx-lm's model modules call the
 `scaled_dot_product_attention` they imported from `mlx_lm.models.base`; on the engine thread,
 multi-token calls (decode keeps MLX's path: one query row gains nothing) with a plain or causal
 mask come here; anything else (quantized caches, attention sinks, per-head masks) goes to the
@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import mlx.core as mx
 
-from engine.fastmath import exp_nonpositive
-from engine.native import NativeKernels
+from engine.cpu.fastmath import exp_nonpositive
+from engine.cpu.native import NativeKernels
 
 # Scores per block: 256k float32 = 1 MiB, which stays in a typical L2 cache.
 BLOCK_SCORES = 262_144
@@ -42,7 +42,7 @@ def prefill_attention(
     Grouped-query heads are folded (each key head serves H / Hkv query heads) without copying
     the cache. `mask` is None, "causal" (the N queries are the last N of the L positions), or an
     array broadcastable to (N, L): boolean (True = may attend) or additive. With `kernels`
-    (`engine.native`), the softmax of a causal or unmasked block runs in vectorized C.
+    (`engine.cpu.native`), the softmax of a causal or unmasked block runs in vectorized C.
     """
     b, h, n, d = queries.shape
     kv_heads, length = keys.shape[1], keys.shape[2]

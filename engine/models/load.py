@@ -1,6 +1,6 @@
 """Turn a model spec ("demo", a folder, a hub repo id) into a loaded model and tokenizer.
 
-Runs on the engine thread (it imports MLX). `engine.hub` first finds the folder and checks it
+Runs on the engine thread (it imports MLX). `engine.models.hub` first finds the folder and checks it
 without MLX, so the common mistakes get a precise one-line message; whatever mlx-lm or
 transformers still refuse is wrapped into the same single line (`ModelLoadError`).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.api import LoadProgress, ModelLoadError
-from engine.hub import check_model_folder, one_line, resolve_model
+from engine.models.hub import check_model_folder, one_line, resolve_model
 
 # The GPT-4 (cl100k) split pattern; transformers' TikTokenConverter uses the same default.
 DEFAULT_TIKTOKEN_PATTERN = (

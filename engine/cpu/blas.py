@@ -17,7 +17,7 @@ numpy's bundled ``scipy-openblas`` is no use: its symbols are renamed (``scipy_c
 so MLX would never bind to them; every candidate is checked for a plain ``cblas_sgemm``.
 
 With it, MLX's matrix-vector products (every decode step) are sent to OpenBLAS's gemv rather than
-its gemm, which is several times slower for them: see ``engine.gemv_forward``.
+its gemm, which is several times slower for them: see ``engine.cpu.gemv_forward``.
 
 Off switch: ``LOGITSCOPE_FAST_BLAS=0`` (or ``enable_fast_blas(enabled=False)``). On macOS this is
 a no-op: MLX uses Accelerate there.
@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from engine import gemv_forward, switches
+from engine.cpu import gemv_forward, switches
 
 ENV_SWITCH = "LOGITSCOPE_FAST_BLAS"
 ENV_LIBRARY = "LOGITSCOPE_BLAS_LIB"
@@ -61,7 +61,7 @@ class BlasInfo:
     reason: str
     path: str | None = None
     threads: int | None = None
-    gemv_forward: bool = False  # MLX's mat-vec products go to cblas_sgemv (engine.gemv_forward)
+    gemv_forward: bool = False  # MLX's mat-vec products go to cblas_sgemv (engine.cpu.gemv_forward)
 
 
 class _DlInfo(ctypes.Structure):
@@ -99,7 +99,7 @@ def resolved_cblas_path() -> str | None:
 
 
 def forwarded_cblas_path() -> str | None:
-    """The library doing the work behind ``engine.gemv_forward``'s forwarder, if it is the one
+    """The library doing the work behind ``engine.cpu.gemv_forward``'s forwarder, if it is the one
     bound globally (else None): its gemm for matrices, and that library's gemv for vectors."""
     try:
         forwarder = ctypes.CDLL(None).logitscope_gemv_forward_target

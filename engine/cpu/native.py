@@ -1,16 +1,16 @@
 """Vectorized C for the elementwise parts of a prefill: SwiGLU and the attention softmax.
 
 Why: MLX's Linux CPU wheel computes elementwise work one value at a time, and its compiled
-kernels are built without vector instructions. Even with `engine.fastmath`'s library-free
+kernels are built without vector instructions. Even with `engine.cpu.fastmath`'s library-free
 exponential, a 128-token prompt of a 30M llama spent ~1.2 ms per layer in SwiGLU (three passes
 split by the float-to-bits views) and most of its attention time in the softmax. ``native.c``
 does the same maths in one vectorized loop each: SwiGLU 1.16 -> 0.17 ms there (BENCHMARKS.md).
 
-How: the C file is compiled once per machine (`engine.cbuild`). A call evaluates its inputs
+How: the C file is compiled once per machine (`engine.cpu.cbuild`). A call evaluates its inputs
 (MLX is lazy), hands their buffers to C without copying, and wraps the result in a new MLX
 array. That breaks the lazy graph once per call, which only pays on prefill-sized inputs:
-`engine.routing` sends only those here. float32 only (the CPU compute dtype); anything else,
-no compiler, or ``LOGITSCOPE_NATIVE_KERNELS=0`` keeps `engine.fastmath`'s MLX versions.
+`engine.cpu.routing` sends only those here. float32 only (the CPU compute dtype); anything else,
+no compiler, or ``LOGITSCOPE_NATIVE_KERNELS=0`` keeps `engine.cpu.fastmath`'s MLX versions.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Callable
 import mlx.core as mx
 import numpy as np
 
-from engine import cbuild, switches
-from engine.config import cache_dir
+from engine.cpu import cbuild, switches
+from engine.settings.paths import cache_dir
 
 ENV_SWITCH = "LOGITSCOPE_NATIVE_KERNELS"
 SOURCE = Path(__file__).with_name("native.c")

@@ -1,0 +1,49 @@
+"""The user's settings: `config.toml` as typed objects (`config`), the TOML files behind them with
+their one-line problems (`files`), and where logitscope keeps its files (`paths`).
+
+The names below are the package's public surface; the TUI uses only these.
+"""
+
+from engine.settings.config import (
+    COMPUTE_DTYPES,
+    Config,
+    LoadedConfig,
+    ModelConfig,
+    UIConfig,
+    default_config_path,
+    load_config,
+    save_settings,
+    user_config_path,
+)
+from engine.settings.files import (
+    ConfigError,
+    TomlProblem,
+    display_path,
+    format_location,
+    parse_toml,
+    read_toml,
+    write_toml_atomically,
+)
+from engine.settings.paths import cache_dir, state_dir, user_config_dir
+
+__all__ = [
+    "COMPUTE_DTYPES",
+    "Config",
+    "ConfigError",
+    "LoadedConfig",
+    "ModelConfig",
+    "TomlProblem",
+    "UIConfig",
+    "cache_dir",
+    "default_config_path",
+    "display_path",
+    "format_location",
+    "load_config",
+    "parse_toml",
+    "read_toml",
+    "save_settings",
+    "state_dir",
+    "user_config_dir",
+    "user_config_path",
+    "write_toml_atomically",
+]
