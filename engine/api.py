@@ -125,6 +125,19 @@ class Message:
     token_ids: tuple[int, ...] | None = None
 
 
+def check_token_ids(messages: Sequence[Message], vocab_size: int) -> None:
+    """Refuse any carried token id outside ``0..vocab_size-1`` (one EngineError naming the first).
+
+    Why here, before MLX: replies carry their exact ids (from saved or shared files too), and MLX
+    indexes the embedding with them unchecked: a too-large id reads garbage or crashes the process.
+    """
+    for number, message in enumerate(messages, 1):
+        for token in message.token_ids or ():
+            if type(token) is not int or not 0 <= token < vocab_size:
+                raise EngineError(f"Message {number} ({message.role}) holds token id {_short(token)}, "
+                                  f"not in 0..{vocab_size - 1} for this model: it cannot be sent.")
+
+
 @dataclass(frozen=True)
 class GenerateRequest:
     """One turn: the whole conversation plus how to continue it.

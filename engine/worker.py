@@ -26,6 +26,7 @@ from engine.api import (
     ModelInfo,
     ModelLoadError,
     TurnControl,
+    check_token_ids,
 )
 from engine.models import one_line
 
@@ -193,7 +194,10 @@ class EngineWorker:
             if session is not None:
                 from engine.warmup import warm_cache
 
+                check_token_ids(command.messages, _vocab_size(session.model, session.tokenizer))
                 warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft)
+        except EngineError:  # ids this model cannot take: the turn itself will say so
+            pass
         except Exception:  # noqa: BLE001 - an optimisation: the next turn prefills what is missing
             assert session is not None
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
@@ -207,6 +211,7 @@ class EngineWorker:
         try:
             from engine.turn import run_turn
 
+            check_token_ids(command.request.messages, _vocab_size(session.model, session.tokenizer))
             command.sink(run_turn(session, command.request, command.control, command.sink))
         except EngineError as exc:
             command.sink(exc)
@@ -246,12 +251,17 @@ def _model_info(spec: str, loaded: LoadedModel, limit: int, dtype: str, blas: st
         name=Path(spec).expanduser().name or loaded.name,
         path=str(loaded.path),
         context_limit=limit,
-        vocab_size=int(getattr(getattr(model, "args", None), "vocab_size", 0) or len(tokenizer)),
+        vocab_size=_vocab_size(model, tokenizer),
         has_chat_template=bool(tokenizer.has_chat_template),
         parameters=_parameter_count(model),
         dtype=dtype,
         blas=blas,
     )
+
+
+def _vocab_size(model: Any, tokenizer: Any) -> int:
+    """How many ids the model's embedding takes (its config's vocab_size, else the tokenizer's)."""
+    return int(getattr(getattr(model, "args", None), "vocab_size", 0) or len(tokenizer))
 
 
 def _parameter_count(model: Any) -> int:
