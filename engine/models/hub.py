@@ -13,7 +13,9 @@ import functools
 import importlib.util
 import io
 import json
+import os
 import re
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -347,13 +349,17 @@ def record_recent(spec: str, directory: str | Path | None = None) -> None:
     folder = Path(directory or state_dir())
     spec = normalise_spec(spec)
     specs = [spec] + [s for s in recent_models(folder) if s != spec]
+    temporary: Path | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        temporary = folder / "recent.json.tmp"
-        temporary.write_text(json.dumps({"recent": specs[:_RECENT_LIMIT]}, indent=1), encoding="utf-8")
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".recent-", suffix=".json.tmp")  # unique: no clash
+        temporary = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"recent": specs[:_RECENT_LIMIT]}, indent=1))
         temporary.replace(folder / "recent.json")
     except OSError:
-        pass
+        if temporary is not None:  # a full disk leaves nothing behind
+            temporary.unlink(missing_ok=True)
 
 
 def cached_models(cache_dir: str | Path | None = None) -> list[ModelEntry]:

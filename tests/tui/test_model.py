@@ -64,7 +64,7 @@ def test_reply_ids_go_to_the_model_that_made_them_only() -> None:
 
 def test_files_without_model_tags_never_splice_ids() -> None:
     data = _sample().to_dict()
-    data["root"]["versions"][0]["child"]["versions"][1].pop("model")  # a file from before the tags
+    data["nodes"][1]["versions"][1].pop("model")  # a file from before the tags
     reply = Conversation.from_dict(data).path()[1].version
     assert reply.model == "" and not reply.ids_fit(None) and not reply.ids_fit("/models/a")
     assert Conversation.from_dict(data).messages(model="/models/a")[2].token_ids is None

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from engine.api import Candidate, Message, Role, SamplingParams, TokenEvent, TurnFinished
+from engine.api import Message, Role, SamplingParams, TokenEvent, TurnFinished
 
 
 @dataclass(frozen=True)
@@ -150,59 +150,16 @@ class Conversation:
             yield node
             stack.extend(v.child for v in reversed(node.versions) if v.child is not None)
 
-    # --- serialisation: plain JSON-able dicts, so saving conversations is one json.dump away
+    # --- serialisation: plain JSON-able dicts (`tui.model.fileformat`, which checks a file whole)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": 1, "system_prompt": self.system_prompt,
-                "root": _node_to_dict(self.root) if self.root else None}
+        from tui.model.fileformat import conversation_to_dict
+
+        return conversation_to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Conversation":
-        root = data.get("root")
-        return cls(data.get("system_prompt", ""), _node_from_dict(root) if root else None)
+    def from_dict(cls, data: object) -> "Conversation":
+        """Raises ValueError naming the first problem; builds nothing from a bad file."""
+        from tui.model.fileformat import conversation_from_dict
 
-
-def _node_to_dict(node: Node) -> dict[str, Any]:
-    return {"role": node.role, "active": node.active, "versions": [_version_to_dict(v) for v in node.versions]}
-
-
-def _version_to_dict(v: Version) -> dict[str, Any]:
-    return {
-        "text": v.text,
-        "tokens": None if v.tokens is None else [_token_to_dict(t) for t in v.tokens],
-        "params": None if v.params is None else dict(v.params.__dict__),
-        "finish_reason": v.finish_reason,
-        "branched_at": v.branched_at,
-        "stats": None if v.stats is None else dict(v.stats.__dict__),
-        "child": None if v.child is None else _node_to_dict(v.child),
-        "model": v.model,
-    }
-
-
-def _token_to_dict(t: TokenEvent) -> dict[str, Any]:
-    data = dict(t.__dict__)
-    data["candidates"] = [dict(c.__dict__) for c in t.candidates]
-    return data
-
-
-def _node_from_dict(data: dict[str, Any]) -> Node:
-    return Node(data["role"], [_version_from_dict(v) for v in data["versions"]], data.get("active", 0))
-
-
-def _version_from_dict(data: dict[str, Any]) -> Version:
-    tokens = data.get("tokens")
-    return Version(
-        text=data.get("text", ""),
-        tokens=None if tokens is None else [_token_from_dict(t) for t in tokens],
-        params=None if data.get("params") is None else SamplingParams(**data["params"]),
-        finish_reason=data.get("finish_reason"),
-        branched_at=data.get("branched_at"),
-        stats=None if data.get("stats") is None else TurnStats(**data["stats"]),
-        child=None if data.get("child") is None else _node_from_dict(data["child"]),
-        model=data["model"] if "model" in data else "",  # older files: whose ids these are is unknown
-    )
-
-
-def _token_from_dict(data: dict[str, Any]) -> TokenEvent:
-    candidates = tuple(Candidate(**c) for c in data["candidates"])
-    return TokenEvent(**{**data, "candidates": candidates})
+        return conversation_from_dict(data)

@@ -1,15 +1,18 @@
-"""Writing a conversation to disk, atomically, so a crash or a closed terminal loses nothing."""
+"""Writing a conversation to disk, atomically, so a crash or a closed terminal loses nothing;
+reading one back only from a regular file, checked whole (`tui.model.fileformat`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from tui.model.conversation import Conversation
 
 LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
+MAX_FILE_BYTES = 256 * 1024 * 1024  # a saved chat is megabytes; anything far bigger is not one
 
 
 def last_conversation_path(save_dir: Path) -> Path:
@@ -17,12 +20,15 @@ def last_conversation_path(save_dir: Path) -> Path:
 
 
 def save_conversation(conversation: Conversation, path: Path) -> None:
-    """JSON via a temporary file and `os.replace`: the old file or the new one, never half."""
+    """JSON via a uniquely named temporary file and `os.replace`: the old file or the new one,
+    never half, and no temporary left behind when the disk is full. The target is only ever
+    renamed over, never opened, so a FIFO there cannot block quitting."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json")
+    data = conversation.to_dict()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json.tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(conversation.to_dict(), handle, ensure_ascii=False)
+            json.dump(data, handle, ensure_ascii=False)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -30,9 +36,27 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
 
 
 def load_conversation(path: Path) -> Conversation:
-    """The inverse of `save_conversation`: OSError if unreadable, ValueError for anything else wrong."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    """The inverse of `save_conversation`: OSError if unreadable, ValueError for anything else
+    wrong (one line naming the first problem). Only a regular file is opened: opening a FIFO
+    would wait for a writer forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise ValueError(f"too big for a saved conversation ({info.st_size // 2**20} MiB)")
+        raw = handle.read()
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to be a saved conversation") from None
     try:
         return Conversation.from_dict(data)
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise ValueError(f"not a saved conversation ({type(exc).__name__}: {exc})") from exc
+    except ValueError as exc:
+        raise ValueError(f"not a saved conversation: {exc}") from None
+
