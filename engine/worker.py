@@ -103,6 +103,10 @@ class EngineWorker:
         self._speed: SpeedLayer | None = None  # set on the thread, before MLX is imported
         self._commands: queue.Queue[Command] = queue.Queue()
         self._stream: Any = None  # the engine thread's MLX stream, touched only on that thread
+        self._lock = threading.Lock()  # orders `submit` against the thread's death
+        self._death: EngineError | None = None  # why the thread ended unasked, once it has
+        self._current: Command | None = None  # the command the thread is running
+        self._session: Session | None = None  # the loaded model and its cache (on the thread only)
         self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
         self._thread.start()
         # A daemon thread left running at interpreter exit can abort the process from MLX's
@@ -115,8 +119,13 @@ class EngineWorker:
         return self._thread.ident
 
     def submit(self, command: Command) -> None:
-        """Queue a command; it runs after every command submitted before it."""
-        self._commands.put(command)
+        """Queue a command; it runs after every command submitted before it. After the thread
+        died, the command is answered at once with the reason (nobody would ever serve it)."""
+        with self._lock:
+            if self._death is None:
+                self._commands.put(command)
+                return
+        _refuse(command, self._death)
 
     def stop(self, timeout: float | None = None) -> None:
         """Finish queued work, free the model on its own thread, and join the thread."""
@@ -131,26 +140,45 @@ class EngineWorker:
         self.stop(timeout=10)
 
     def _run(self) -> None:
-        """The thread's body: set the speed layer up before MLX loads, serve commands, tear down here."""
-        from engine.backend import speed_layer  # before this thread imports MLX
+        """The thread's body: set the speed layer up before MLX loads, serve commands, tear down here.
 
-        session: Session | None = None
-        self._speed = speed_layer(self._options.fast_blas, self._options.fast_layers)
+        Whatever escapes (the speed layer's set-up, a bug) must not leave callers waiting forever
+        on a thread that is gone: `_die` answers the running command, the queued ones and every
+        later one with the reason.
+        """
         try:
-            while True:
-                command = self._commands.get()
-                if isinstance(command, StopCommand):
-                    break
-                if isinstance(command, LoadCommand):
-                    session = self._load(command, session)
-                elif isinstance(command, PrepareCommand):
-                    self._prepare(command, session)
-                else:
-                    self._generate(command, session)
+            from engine.backend import speed_layer  # before this thread imports MLX
+
+            self._speed = speed_layer(self._options.fast_blas, self._options.fast_layers)
+            self._serve()
+        except BaseException as exc:  # noqa: BLE001 - reported to every caller, never swallowed
+            self._die(exc)
         finally:
-            if session is not None:
-                session.close()
-            _release_streams()
+            _tear_down(self._session)
+
+    def _serve(self) -> None:
+        """Run commands until a StopCommand."""
+        while True:
+            command = self._current = self._commands.get()
+            if isinstance(command, StopCommand):
+                return
+            if isinstance(command, LoadCommand):
+                self._session = self._load(command, self._session)
+            elif isinstance(command, PrepareCommand):
+                self._prepare(command, self._session)
+            else:
+                self._generate(command, self._session)
+            self._current = None
+
+    def _die(self, exc: BaseException) -> None:
+        """Record why the thread ends and answer every command that would otherwise wait forever."""
+        with self._lock:
+            self._death = EngineError(f"The engine stopped: {one_line(exc)}")
+            waiting = [self._current] if self._current is not None else []
+            while not self._commands.empty():
+                waiting.append(self._commands.get_nowait())
+        for command in waiting:
+            _refuse(command, self._death)
 
     def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
         """Replace the loaded model; on failure the old one is already gone (memory first)."""
@@ -218,6 +246,24 @@ class EngineWorker:
         except Exception as exc:
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
+
+
+def _refuse(command: Command, error: EngineError) -> None:
+    """Answer a command the thread will never run: its caller gets `error` (a warm-up, 0)."""
+    if isinstance(command, PrepareCommand):
+        command.done(0)
+    elif not isinstance(command, StopCommand):
+        command.sink(error)
+
+
+def _tear_down(session: Session | None) -> None:
+    """Free the model and the thread's streams; best effort, the thread is ending either way."""
+    try:
+        if session is not None:
+            session.close()
+        _release_streams()
+    except Exception:  # noqa: BLE001 - nothing is left to tell: callers were answered already
+        pass
 
 
 def _release_streams() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import time
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,8 @@ from engine_helpers import GREEDY, reply, run
 
 from engine.api import EngineError, Message, check_token_ids
 from engine.client import Engine
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_check_token_ids_names_the_message_and_the_range() -> None:
@@ -38,3 +40,33 @@ async def test_out_of_range_token_ids_are_refused_before_mlx_sees_them(chatml_mo
             await engine.prepare(messages)  # the warm-up refuses quietly (its future gives 0)
     _, again = await run(engine, [Message("user", "hello")])  # the engine is still well
     assert again.token_ids == first.token_ids
+
+
+def _broken_speed_layer(fast_blas: bool, fast_layers: bool) -> object:
+    raise AttributeError("libgemv_forward.so: undefined symbol: logitscope_gemv_forward_init")
+
+
+async def test_a_dying_engine_thread_fails_every_waiting_caller(chatml_model: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("engine.backend.speed_layer", _broken_speed_layer)
+    eng = Engine()
+    try:
+        waiting = [asyncio.ensure_future(eng.load(str(chatml_model))), asyncio.ensure_future(eng.load("demo"))]
+        for outcome in await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 10):
+            assert isinstance(outcome, EngineError) and "undefined symbol" in str(outcome)
+        with pytest.raises(EngineError, match="^The engine stopped: .*undefined symbol"):  # and any later call
+            await asyncio.wait_for(run(eng, [Message("user", "hi")]), 10)
+        assert await asyncio.wait_for(eng.prepare([Message("user", "hi")]), 10) == 0
+    finally:
+        await asyncio.wait_for(eng.close(), 5)
+
+
+def test_logitscope_run_exits_with_one_line_when_the_engine_dies(chatml_model: Path) -> None:
+    code = ("import sys, engine.backend\n"
+            "def broken(*a):\n    raise AttributeError('undefined symbol: logitscope_gemv_forward_init')\n"
+            "engine.backend.speed_layer = broken\n"
+            "from engine.cli.run import main\n"
+            f"sys.exit(main(['run', '--model', {str(chatml_model)!r}, '--prompt', 'hi']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == ["logitscope: The engine stopped: undefined symbol: logitscope_gemv_forward_init"]
