@@ -219,7 +219,7 @@ FAMILY_CONFIGS: dict[str, dict[str, Any]] = {
     "minicpm3": {**{k: v for k, v in _MLA.items() if k != "v_head_dim"}, "dim_model_base": 32, "scale_depth": 1.4,
                  "scale_emb": 2.0, "rope_scaling": {"type": "longrope", "original_max_position_embeddings": 128,
                                                     "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}},
-    "youtu_llm": {**_MLA, "tie_word_embeddings": True},
+    "youtu_llm": {**_MLA, "tie_word_embeddings": True, "rope_scaling": None},
     "mamba2": {**_MAMBA2, "hidden_size": _HIDDEN, "intermediate_size": 128},
     "granitemoehybrid": {  # Granite-4-H: Mamba-2 layers and an attention layer (dense MLP)
         "layer_types": ["mamba", "attention"], "logits_scaling": 2.0, "attention_multiplier": 0.25,

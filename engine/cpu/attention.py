@@ -37,15 +37,19 @@ def prefill_attention(
     queries: mx.array, keys: mx.array, values: mx.array, scale: float, mask: str | mx.array | None,
     kernels: NativeKernels | None = None,
 ) -> mx.array:
-    """Softmax(q k^T * scale + mask) v for (B, H, N, D) queries and (B, Hkv, L, D) keys/values.
+    """Softmax(q k^T * scale + mask) v for (B, H, N, D) queries, (B, Hkv, L, D) keys and
+    (B, Hkv, L, Dv) values; the result is (B, H, N, Dv).
 
-    Grouped-query heads are folded (each key head serves H / Hkv query heads) without copying
-    the cache. `mask` is None, "causal" (the N queries are the last N of the L positions), or an
-    array broadcastable to (N, L): boolean (True = may attend) or additive. With `kernels`
-    (`engine.cpu.native`), the softmax of a causal or unmasked block runs in vectorized C.
+    Dv may differ from D: latent-attention models (DeepSeek-V2, MiniCPM3, Youtu-LLM) give their
+    value heads another size than their query and key heads. Grouped-query heads are folded
+    (each key head serves H / Hkv query heads) without copying the cache. `mask` is None,
+    "causal" (the N queries are the last N of the L positions), or an array broadcastable to
+    (N, L): boolean (True = may attend) or additive. With `kernels` (`engine.cpu.native`), the
+    softmax of a causal or unmasked block runs in vectorized C. `handles_sdpa` checks every one
+    of these shapes before a model's call comes here.
     """
     b, h, n, d = queries.shape
-    kv_heads, length = keys.shape[1], keys.shape[2]
+    kv_heads, length, dv = keys.shape[1], keys.shape[2], values.shape[-1]
     group = h // kv_heads
     q = (queries * scale).reshape(b, kv_heads, group, n, d)
     rows = max(1, BLOCK_SCORES // max(1, b * h * length))
@@ -64,9 +68,9 @@ def prefill_attention(
         else:
             mixed = _masked_softmax_times(scores.reshape(b, kv_heads, group, stop - start, seen), v, mask,
                                           (length - n + start, n, start, stop))
-        outputs.append(mixed.reshape(b, kv_heads, group, stop - start, d))
+        outputs.append(mixed.reshape(b, kv_heads, group, stop - start, dv))
     out = outputs[0] if len(outputs) == 1 else mx.concatenate(outputs, axis=3)
-    return out.reshape(b, h, n, d)
+    return out.reshape(b, h, n, dv)
 
 
 def _native_softmax(kernels: NativeKernels, scores: mx.array, first_visible: int, period: int) -> mx.array | None:
@@ -114,9 +118,30 @@ def handles_sdpa(
     queries: mx.array, keys: mx.array, values: mx.array, cache: Any = None, scale: float = 1.0,
     mask: Any = None, sinks: Any = None,
 ) -> bool:
-    """Whether a call is one `prefill_attention` computes exactly like the original."""
-    if queries.shape[2] < 2 or sinks is not None or hasattr(cache, "bits"):
+    """Whether a call is one `prefill_attention` computes exactly like the original.
+
+    Every shape `prefill_attention` assumes is checked here, so a model laid out in a way it
+    was not written for (a family never tested) keeps mlx-lm's own path instead of failing.
+    """
+    if sinks is not None or hasattr(cache, "bits") or not _shapes_fit(queries, keys, values):
         return False
     if mask is None or (isinstance(mask, str) and mask == "causal"):
         return True
-    return isinstance(mask, mx.array) and mask.ndim <= 2
+    return isinstance(mask, mx.array) and _mask_fits(mask, queries.shape[2], keys.shape[2])
+
+
+def _shapes_fit(queries: mx.array, keys: mx.array, values: mx.array) -> bool:
+    """(B, H, N, D) queries with N >= 2, (B, Hkv, L, D) keys and (B, Hkv, L, Dv) values of a
+    floating dtype, H a multiple of Hkv and N <= L (the queries are the last N positions)."""
+    if not all(isinstance(a, mx.array) and a.ndim == 4 for a in (queries, keys, values)):
+        return False
+    (b, h, n, d), (kb, kv_heads, length, kd), (vb, v_heads, v_length, _) = queries.shape, keys.shape, values.shape
+    return (n >= 2 and b == kb == vb and kv_heads == v_heads > 0 and h % kv_heads == 0 and d == kd
+            and length == v_length and n <= length
+            and all(mx.issubdtype(a.dtype, mx.floating) for a in (queries, keys, values)))
+
+
+def _mask_fits(mask: mx.array, n: int, length: int) -> bool:
+    """A boolean or additive (N or 1, L or 1) mask: per-head and batched masks keep MLX's path."""
+    return (mask.ndim == 2 and mask.shape[0] in (1, n) and mask.shape[1] in (1, length)
+            and (mask.dtype == mx.bool_ or mx.issubdtype(mask.dtype, mx.floating)))

@@ -74,5 +74,5 @@ class RopeTables:
 def handles_rope(module: Any, x: mx.array, offset: Any = 0) -> bool:
     """Prefill calls of a plain, half-split `nn.RoPE` with an integer offset (see the module doc)."""
     return (type(module) is nn.RoPE and not module.traditional and isinstance(offset, int)
-            and x.ndim == 4 and module.dims <= x.shape[-1]
+            and x.ndim == 4 and module.dims % 2 == 0 and module.dims <= x.shape[-1]
             and mx.issubdtype(x.dtype, mx.floating))

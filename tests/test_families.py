@@ -1,0 +1,83 @@
+"""Every model family the engine has been tested on: with every CPU speed-up on, the engine's
+tokens equal plain mlx-lm in float32 on the same weights, and its logprobs agree within 1e-4,
+over two turns (the second prefills over a cache, as a follow-up does).
+
+Each family is a tiny random-weight model built by `tinymodels.build_family`, in bfloat16 and in
+4-bit. The reference is mlx-lm's own `generate_step` on this (the test's) thread, which the fast
+routes never serve, with the model cast to float32 (the engine's compute dtype on a CPU).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+import mlx.core as mx
+import numpy as np
+import pytest
+from engine_helpers import GREEDY, reply, run
+from mlx_lm.generate import generate_step
+from mlx_lm.utils import load
+from tinymodels import LATENT_ATTENTION_FAMILIES, build_family
+
+from engine.api import Message, TokenEvent
+from engine.client import Engine
+
+# Each family in bfloat16 and 4-bit; the whole matrix takes ~15 s (the slowest case ~1 s), so none is marked slow.
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
+            "granite", "starcoder2", "cohere", "internlm2", "glm4", "gpt2", "gpt_bigcode", "deepseek_v2",
+            "deepseek_v2_lite", "deepseek_v3", "minicpm3", "youtu_llm", "mamba2", "granitemoehybrid")
+TURN = GREEDY.with_changes(max_tokens=5)
+FIRST = "the cat sat on the mat and then it was happy, the dog ran far away"
+SECOND = "once upon a time there lived a little bird"
+
+
+@pytest.fixture(scope="module")
+def family_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("families")
+
+
+def _cases(families: tuple[str, ...]) -> list[object]:
+    """(family, bits) pairs: bfloat16 and 4-bit."""
+    return [pytest.param(f, bits, id=f"{f}-{bits or 'bf16'}") for f in families for bits in (None, 4)]
+
+
+def plain_float32(folder: Path, prompt_ids: tuple[int, ...], count: int) -> list[tuple[int, np.ndarray]]:
+    """mlx-lm's own greedy tokens and logprobs for `prompt_ids`, the weights cast to float32."""
+    model, _ = load(str(folder))
+    model.set_dtype(mx.float32)  # floating arrays only: packed 4-bit weights stay as they are
+    steps = generate_step(mx.array(list(prompt_ids)), model, max_tokens=count)
+    return [(int(token), np.array(logprobs.astype(mx.float32))) for token, logprobs in steps]
+
+
+def assert_same_as_plain(events: list[TokenEvent], reference: list[tuple[int, np.ndarray]]) -> None:
+    """Tokens equal; each chosen token's and candidate's logprob within 1e-4."""
+    assert [e.id for e in events] == [token for token, _ in reference[: len(events)]]
+    for event, (_, logprobs) in zip(events, reference):
+        assert event.logprob == pytest.approx(float(logprobs[event.id]), abs=1e-4)
+        for candidate in event.candidates:
+            assert candidate.logprob == pytest.approx(float(logprobs[candidate.id]), abs=1e-4)
+
+
+async def check_family(engine: Engine, folder: Path) -> None:
+    """Two turns through the engine, each equal to plain mlx-lm in float32 on the same prompt ids."""
+    await engine.load(str(folder))
+    conversation = [Message("user", FIRST)]
+    for turn in range(2):
+        events, finished = await run(engine, conversation, TURN)
+        assert events, "the turn produced no token"
+        assert_same_as_plain(events, plain_float32(folder, finished.prompt_ids, len(events)))
+        if turn == 1:
+            assert finished.reused_tokens > 0  # the follow-up prefilled over a cache
+        conversation += [reply(finished), Message("user", SECOND)]
+
+
+@pytest.mark.parametrize(("family", "bits"), _cases(FAMILIES))
+async def test_family_equals_plain_mlx_lm_in_float32(
+    family: str, bits: int | None, family_root: Path, engine: Engine
+) -> None:
+    folder = build_family(family_root / f"{family}-{bits}", family, bits=bits)
+    await check_family(engine, folder)
+
+
+def test_latent_attention_families_are_in_the_matrix() -> None:
+    """#22: the families whose value heads differ from their query heads stay covered."""
+    assert set(LATENT_ATTENTION_FAMILIES) <= set(FAMILIES)
