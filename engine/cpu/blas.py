@@ -165,10 +165,13 @@ def enable_fast_blas(enabled: bool = True, threads: int | None = None) -> BlasIn
     count = threads or _env_threads() or default_threads()
     os.environ["OPENBLAS_NUM_THREADS"] = str(count)  # read by OpenBLAS when it starts its pool
     failures: list[str] = []
-    for path in candidate_paths():
-        info = _try_load(path, count, failures)
-        if info is not None:
-            return info
+    try:
+        for path in candidate_paths():
+            info = _try_load(path, count, failures)
+            if info is not None:
+                return info
+    except Exception as exc:  # noqa: BLE001 - the promise above: the engine must still start
+        return BlasInfo(False, f"fast BLAS set-up failed ({' '.join(str(exc).split())[:200]}); using MLX's slow BLAS")
     return BlasInfo(False, _not_found_reason(failures))
 
 

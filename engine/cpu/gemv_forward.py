@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.cpu import cbuild, switches
-from engine.settings.paths import cache_dir
 
 ENV_SWITCH = "LOGITSCOPE_GEMV_FORWARD"
 SOURCE = Path(__file__).with_name("gemv_forward.c")
 FLAGS = ("-O2", "-shared", "-fPIC")
+SYMBOLS = ("cblas_sgemm", "logitscope_gemv_forward_init", "logitscope_gemv_forward_count",
+           "logitscope_gemv_forward_target")
+RECIPE = cbuild.Recipe(SOURCE, FLAGS, SYMBOLS)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def library_path(folder: Path) -> Path:
 
 def build(folder: Path | None = None, cc: str | None = None) -> Path:
     """The compiled forwarder, built now unless a cached build exists. Raises OSError (one line)."""
-    return cbuild.build(SOURCE, FLAGS, folder or cache_dir(), cc)
+    return cbuild.build(SOURCE, FLAGS, folder or cbuild.default_folder(), cc)
 
 
 def install(openblas: ctypes.CDLL, folder: Path | None = None) -> Forwarding:
@@ -60,8 +62,8 @@ def install(openblas: ctypes.CDLL, folder: Path | None = None) -> Forwarding:
         return Forwarding(None, f"off ({ENV_SWITCH}=0)")
     if not hasattr(openblas, "cblas_sgemv"):
         return Forwarding(None, "off: the BLAS has no cblas_sgemv")
-    try:
-        library = ctypes.CDLL(str(build(folder)), mode=ctypes.RTLD_GLOBAL)
+    try:  # verified, and checked for every symbol while still local: a stale one never goes global
+        library = cbuild.load(RECIPE, folder or cbuild.default_folder(), mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
         return Forwarding(None, f"off: {exc}")
     library.logitscope_gemv_forward_init(ctypes.cast(openblas.cblas_sgemm, ctypes.c_void_p),

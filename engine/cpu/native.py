@@ -6,7 +6,7 @@ exponential, a 128-token prompt of a 30M llama spent ~1.2 ms per layer in SwiGLU
 split by the float-to-bits views) and most of its attention time in the softmax. ``native.c``
 does the same maths in one vectorized loop each: SwiGLU 1.16 -> 0.17 ms there (BENCHMARKS.md).
 
-How: the C file is compiled once per machine (`engine.cpu.cbuild`). A call evaluates its inputs
+How: the C file is compiled once per machine and verified before every load (`engine.cpu.cbuild`). A call evaluates its inputs
 (MLX is lazy), hands their buffers to C without copying, and wraps the result in a new MLX
 array. That breaks the lazy graph once per call, which only pays on prefill-sized inputs:
 `engine.cpu.routing` sends only those here. float32 only (the CPU compute dtype); anything else,
@@ -25,11 +25,11 @@ import mlx.core as mx
 import numpy as np
 
 from engine.cpu import cbuild, switches
-from engine.settings.paths import cache_dir
 
 ENV_SWITCH = "LOGITSCOPE_NATIVE_KERNELS"
 SOURCE = Path(__file__).with_name("native.c")
 FLAGS = ("-O3", "-shared", "-fPIC", "-fopenmp-simd")
+RECIPE = cbuild.Recipe(SOURCE, FLAGS, ("logitscope_swiglu_f32", "logitscope_softmax_rows_f32"))
 
 # Below this many values a SwiGLU call stays in MLX's graph: the graph break cost more than the C
 # loop saved at 2-8 rows (measured: 4,608 values 0.54 vs 0.49 ms with the matmuls around it;
@@ -93,8 +93,8 @@ def load(folder: Path | None = None) -> tuple[NativeKernels | None, str]:
     if switches.switched_off(ENV_SWITCH):
         return None, f"off ({ENV_SWITCH}=0)"
     try:
-        return NativeKernels(ctypes.CDLL(str(cbuild.build(SOURCE, FLAGS, folder or cache_dir())))), "on"
-    except (OSError, AttributeError) as exc:  # AttributeError: a stale library without a symbol
+        return NativeKernels(cbuild.load(RECIPE, folder or cbuild.default_folder())), "on"
+    except OSError as exc:  # no compiler, a failed build, one still building, a bad cache folder
         return None, f"off: {exc}"
 
 
