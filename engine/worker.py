@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from engine.session import Session
 
 Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
-DEFAULT_CONTEXT = 4096  # when neither the model's config nor the caller says
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ class EngineWorker:
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
             speed.tune(loaded.model)
-            limit = _context_limit(loaded.model, self._options.max_context)
+            limit = _context_limit(loaded, self._options.max_context, command.on_progress)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
             session = Session(loaded.model, loaded.tokenizer, limit, self._stream,
@@ -280,11 +279,15 @@ def _release_streams() -> None:
     mx.clear_streams()
 
 
-def _context_limit(model: Any, max_context: int) -> int:
-    """The model's own context (config max_position_embeddings), capped by `max_context` if set."""
-    own = getattr(getattr(model, "args", None), "max_position_embeddings", None)
-    limit = own if isinstance(own, int) and own > 0 else DEFAULT_CONTEXT
-    return min(limit, max_context) if max_context > 0 else limit
+def _context_limit(loaded: LoadedModel, max_context: int, report: Callable[[LoadProgress], None]) -> int:
+    """The model's context limit (`engine.models.context`: every config key, capped by `max_context`
+    if set); when the model states none, the load's progress says so, once."""
+    from engine.models.context import model_context_limit
+
+    limit = model_context_limit(loaded.config, loaded.model, max_context)
+    if limit.note():
+        report(LoadProgress(f"{loaded.name}: {limit.note()}"))
+    return limit.tokens
 
 
 def _model_info(spec: str, loaded: LoadedModel, limit: int, dtype: str, blas: str) -> ModelInfo:

@@ -236,6 +236,9 @@ FAMILY_CONFIGS: dict[str, dict[str, Any]] = {
 LATENT_ATTENTION_FAMILIES = ("deepseek_v2", "deepseek_v2_lite", "deepseek_v3", "minicpm3", "youtu_llm")
 SSM_FAMILIES = ("mamba2", "granitemoehybrid")
 
+# Families whose published configs state no context length (a recurrent state has no positions).
+_NO_STATED_LENGTH = ("mamba2",)
+
 # Output projections whose weights are scaled up so that the context clearly moves the logits.
 _OUTPUT_LAYERS = ("o_proj", "down_proj", "out_proj", "c_proj", "wo", "w2", "dense")
 
@@ -243,7 +246,9 @@ _OUTPUT_LAYERS = ("o_proj", "down_proj", "out_proj", "c_proj", "wo", "w2", "dens
 def family_config(family: str, vocab_size: int, eos_token_id: int, **overrides: Any) -> dict[str, Any]:
     """The config.json of a tiny `family` model (`overrides` last: a context key, say)."""
     own = FAMILY_CONFIGS[family]
-    config: dict[str, Any] = {"model_type": family, "max_position_embeddings": 512, **_BASE, **own}
+    config: dict[str, Any] = {"model_type": family, **_BASE, **own}
+    if "n_positions" not in own and family not in _NO_STATED_LENGTH:  # as the family's published configs
+        config["max_position_embeddings"] = 512
     config.update(vocab_size=vocab_size, eos_token_id=eos_token_id, torch_dtype="bfloat16", **overrides)
     return config
 
