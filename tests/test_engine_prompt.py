@@ -150,6 +150,7 @@ def test_a_kept_encoder_renders_the_same_ids_and_tokenizes_only_new_text(
 def test_the_encoder_forgets_the_least_recently_used_text_beyond_its_capacity(chatml_model: Path) -> None:
     tok = _CountingTokenizer(_tokenizer(chatml_model))
     encode = TextEncoder(tok, capacity=2)
+    tok.encoded.clear()  # the encoder's one probe at construction (does this tokenizer prefix runs?)
     for text in ("one", "two", "one", "three", "one", "two"):
         assert encode(text) == tok.inner.encode(text, add_special_tokens=False)
     assert tok.encoded == ["one", "two", "three", "two"]  # "two" was the oldest when "three" came
