@@ -42,6 +42,7 @@ candidates, and at a 4,096 vocabulary the sampler's share of a decode step fell 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import random
 from dataclasses import dataclass
@@ -86,6 +87,16 @@ class Plan(NamedTuple):
 
 
 Exp = Callable[[mx.array], mx.array]
+
+
+def logits_were_numbers(row: list[float]) -> bool:
+    """Whether the logits behind a packed row were a distribution (no NaN, no +inf).
+
+    Checked on the row the turn reads back anyway, so it costs no device work: a NaN or +inf
+    logit makes the maximum or the normaliser NaN, and with it the chosen token's logprob and the
+    entropy (the header's floats); a -inf logit (a token made impossible) leaves them finite.
+    """
+    return all(math.isfinite(value) for value in row[1:HEADER])
 
 
 def _exp_for(plan: "Plan", exp: Exp) -> Exp:

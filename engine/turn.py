@@ -22,6 +22,7 @@ import mlx.core as mx
 from engine.api import (
     Candidate,
     ContextLimitError,
+    EngineError,
     FinishReason,
     GenerateRequest,
     SamplingParams,
@@ -30,7 +31,7 @@ from engine.api import (
     TurnFinished,
 )
 from engine.prompt import message_ids, render_prompt
-from engine.sampling import LiveSampler, TokenStats
+from engine.sampling import LiveSampler, TokenStats, logits_were_numbers
 from engine.session import Session
 from engine.textstream import ReplyText
 
@@ -170,6 +171,8 @@ class _DecodeLoop:
             if not first and not last:
                 upcoming = decoder.step(pending.token)  # feeds the pending token: pipelining
             row = pending.read()
+            if not logits_were_numbers(row):
+                raise self._not_numbers()
             token = int(row[0])
             self._tick()
             fed = not first and not last
@@ -191,6 +194,15 @@ class _DecodeLoop:
                 return "length"
             assert upcoming is not None
             pending, first = upcoming, False
+
+    def _not_numbers(self) -> EngineError:
+        """The error that ends a turn whose logits hold NaN or +inf: no such token is ever shown
+        (its logprob would be NaN) and the cache, computed from the same numbers, is dropped."""
+        self.session.reset_cache()
+        return EngineError(
+            f"The model produced NaN or infinite logits (reply token {len(self.reply)}); the turn was stopped: "
+            'its weights may be damaged, or its dtype overflows (try compute_dtype = "float32").'
+        )
 
     def _last_allowed(self) -> bool:
         """The token about to be read is the turn's last: max_tokens (read live: it may change

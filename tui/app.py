@@ -14,10 +14,11 @@ import signal
 from pathlib import Path
 
 from textual.app import App
+from textual.notifications import SeverityLevel
 
 from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
-from engine.settings import ConfigError, LoadedConfig, save_settings, state_dir
+from engine.settings import ConfigError, LoadedConfig, printable, save_settings, state_dir
 from tui.bindings import binding_ids, bindings_for
 from tui.commands import LogitscopeCommands
 from tui.controller import ChatController, Post
@@ -167,6 +168,15 @@ class LogitscopeApp(App[None]):
 
     async def on_unmount(self) -> None:
         await self.shutdown()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification (ours and the widgets', which all come here) shows its text
+        literally: error lines quote paths, model names, config values and engine errors, where
+        markup would crash the app (``[/]``) or eat text and an ESC would reach the terminal.
+        Our own lines carry no markup, so `markup` is ignored."""
+        super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout,
+                       markup=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap))

@@ -121,7 +121,8 @@ def _real_engine(config: Config) -> EngineAPI:
 
 
 def _number(value: float) -> float | None:
-    """JSON has no NaN or infinity; an impossible token's logprob (-inf) becomes null."""
+    """JSON has no NaN or infinity; an impossible token's logprob (-inf) becomes null. The local
+    engine never sends a NaN (NaN logits end the turn with an error); another engine might."""
     return value if math.isfinite(value) else None
 
 
@@ -129,10 +130,10 @@ def token_record(turn: int, event: TokenEvent) -> dict[str, Any]:
     """One token as its --json line."""
     return {
         "type": "token", "turn": turn, "index": event.index, "id": event.id, "text": event.text,
-        "logprob": _number(event.logprob), "sampled_prob": event.sampled_prob, "rank": event.rank,
+        "logprob": _number(event.logprob), "sampled_prob": _number(event.sampled_prob), "rank": event.rank,
         "entropy": _number(event.entropy),
         "candidates": [
-            {"id": c.id, "text": c.text, "logprob": _number(c.logprob), "sampled_prob": c.sampled_prob}
+            {"id": c.id, "text": c.text, "logprob": _number(c.logprob), "sampled_prob": _number(c.sampled_prob)}
             for c in event.candidates
         ],
     }

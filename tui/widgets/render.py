@@ -42,6 +42,9 @@ class HeatPalette:
     high: Color
 
     def colour(self, p: float) -> Color:
+        """The heat of probability `p`; a value that is not a probability (NaN from a broken
+        model or a remote engine) shows as the coldest, never breaks rendering."""
+        p = unit(p)
         if p < 0.5:
             return self.low.blend(self.mid, p / 0.5)
         return self.mid.blend(self.high, (p - 0.5) / 0.5)
@@ -87,8 +90,13 @@ def render_tokens(tokens: list[TokenEvent], start: int, cursor: int | None,
     return text
 
 
+def unit(p: float) -> float:
+    """`p` clamped to [0, 1]; NaN and infinities (not probabilities) count as 0."""
+    return max(0.0, min(1.0, p)) if math.isfinite(p) else 0.0
+
+
 def bar(p: float, width: int) -> str:
     """A probability bar in eighth blocks."""
-    eighths = round(max(0.0, min(1.0, p)) * width * 8)
+    eighths = round(unit(p) * width * 8)
     full, part = divmod(eighths, 8)
     return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width)
