@@ -37,7 +37,7 @@ from engine.api import (
     TokenEvent,
     TurnFinished,
 )
-from engine.settings import Config, load_config
+from engine.settings import Config, load_config, printable, printable_json
 from engine.cli.params import add_param_flags, params_from_args
 
 EngineFactory = Callable[[], EngineAPI]
@@ -92,7 +92,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         raise UsageError(f"logitscope run: config file not found: {args.config}")
     loaded = load_config(Path(args.config).expanduser() if args.config else None, explicit=bool(args.config))
     for problem in loaded.problems:
-        print(f"logitscope: warning: {problem}", file=sys.stderr)
+        print(f"logitscope: warning: {printable(problem)}", file=sys.stderr)
     config = loaded.config
     if any(not p.strip() for p in args.prompt):
         raise UsageError("logitscope run: --prompt must not be empty")
@@ -158,16 +158,18 @@ class Printer:
         self.as_json = as_json
 
     def token(self, turn: int, event: TokenEvent) -> None:
-        """One token: its completed text, or its --json line."""
+        """One token: its completed text, or its --json line. The text is the model's: a terminal
+        escape in it (OSC 52 writes the clipboard) is printed made visible, never obeyed."""
         if self.as_json:
-            self.out.write(json.dumps(token_record(turn, event), ensure_ascii=False) + "\n")
+            self.out.write(printable_json(json.dumps(token_record(turn, event), ensure_ascii=False)) + "\n")
         else:
-            self.out.write(event.text)
+            self.out.write(printable(event.text))
         self.out.flush()
 
     def finished(self, turn: int, done: TurnFinished) -> None:
         """The end of a turn: a newline after the reply, or the turn's --json line."""
-        self.out.write(json.dumps(turn_record(turn, done), ensure_ascii=False) + "\n" if self.as_json else "\n")
+        self.out.write(printable_json(json.dumps(turn_record(turn, done), ensure_ascii=False)) + "\n"
+                       if self.as_json else "\n")
         self.out.flush()
 
 
@@ -179,7 +181,7 @@ def _progress_printer(err: TextIO) -> ProgressCallback:
     def show(progress: LoadProgress) -> None:
         """Rewrite the line in place (``\\r`` + clear) rather than scroll a log of percentages."""
         percent = f" {progress.fraction:.0%}" if progress.fraction is not None else ""
-        err.write(f"\r\033[K{progress.message}{percent}")
+        err.write(f"\r\033[K{printable(progress.message)}{percent}")
         err.flush()
 
     return show
@@ -239,8 +241,9 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
 
 
 def _fail(err: TextIO, message: str, code: int = EXIT_USAGE) -> int:
-    """Print the one-line reason and return the exit status (no traceback ever reaches the user)."""
-    err.write(f"{message}\n")
+    """Print the one-line reason and return the exit status (no traceback ever reaches the user).
+    The reason may quote a model name or a path: its control characters are made visible."""
+    err.write(f"{printable(message)}\n")
     err.flush()
     return code
 

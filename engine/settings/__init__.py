@@ -25,6 +25,7 @@ from engine.settings.files import (
     write_toml_atomically,
 )
 from engine.settings.paths import cache_dir, state_dir, user_config_dir
+from engine.settings.safe_text import has_controls, printable, printable_json
 
 __all__ = [
     "COMPUTE_DTYPES",
@@ -38,8 +39,11 @@ __all__ = [
     "default_config_path",
     "display_path",
     "format_location",
+    "has_controls",
     "load_config",
     "parse_toml",
+    "printable",
+    "printable_json",
     "read_toml",
     "save_settings",
     "state_dir",

@@ -10,6 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, TextArea
 
+from tui.safe_text import literal, printable
+
 Validate = Callable[[str], "str | None"]  # the problem as one line, or None when the text is fine
 
 class Dialog(ModalScreen[str | None]):
@@ -41,15 +43,15 @@ class ValueDialog(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.title_text)
+            yield Label(literal(self.title_text))
             yield Input(self.value, id="value")
-            yield Label(self.hint, classes="hint")
+            yield Label(literal(self.hint), classes="hint")
             yield Label("", id="error", classes="error")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         problem = self.validate(event.value)
         if problem is not None:
-            self.query_one("#error", Label).update(problem)
+            self.query_one("#error", Label).update(literal(problem))  # quotes what was typed
             return
         self.dismiss(event.value)
 
@@ -58,7 +60,11 @@ class ValueDialog(Dialog):
 
 
 class TextDialog(Dialog):
-    """A multi-line text (system prompt, a message to edit); Ctrl+S or the button accepts."""
+    """A multi-line text (system prompt, a message to edit); Ctrl+S or the button accepts.
+
+    A text holding control characters (a resumed file's, say) is edited with them made visible,
+    so what the user sees is what is kept: ESC can never travel to the terminal through here.
+    """
 
     DEFAULT_CSS = "TextDialog TextArea { height: 10; }"
     BINDINGS = [
@@ -72,8 +78,8 @@ class TextDialog(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"{self.title_text}  (Ctrl+S accepts, Esc cancels)")
-            yield TextArea(self.text, soft_wrap=True, id="text")
+            yield Label(literal(f"{self.title_text}  (Ctrl+S accepts, Esc cancels)"))
+            yield TextArea(printable(self.text), soft_wrap=True, id="text")
             with Horizontal():
                 yield Button("Cancel", id="cancel")
                 yield Button("OK", id="ok", variant="primary")

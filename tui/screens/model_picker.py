@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
 from engine.models import ModelEntry
+from tui.safe_text import literal, printable
 from tui.screens.dialogs import Dialog
 
 ListModels = Callable[[], list[ModelEntry]]
@@ -41,10 +42,11 @@ def matches(entry: ModelEntry, text: str) -> bool:
 
 
 def entry_prompt(entry: ModelEntry, current: bool) -> Text:
-    """One row: name, where it comes from, size, and whether loading it means a download."""
-    row = Text(entry.name, style="bold")
+    """One row: name, where it comes from, size, and whether loading it means a download.
+    Names and specs come from folders and the hub's cache: shown defused."""
+    row = Text(printable(entry.name), style="bold")
     if entry.name != entry.spec and entry.source != "demo":
-        row.append(f"  {entry.spec}", style="dim")
+        row.append(f"  {printable(entry.spec)}", style="dim")
     details = [_SOURCES[entry.source], _size(entry.size_bytes)]
     details.append("not downloaded" if entry.path is None else "")
     row.append("  " + " · ".join(d for d in details if d), style="italic")
@@ -95,7 +97,7 @@ class ModelPicker(Dialog):
             note.update("" if self.entries else "No local models found: type a folder or a repo id.")
         else:
             self.entries = []
-            note.update(f"Could not list local models: {event.worker.error}".splitlines()[0])
+            note.update(literal(f"Could not list local models: {event.worker.error}".splitlines()[0]))
         self._fill(self.query_one(Input).value)
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -108,7 +110,7 @@ class ModelPicker(Dialog):
         rows = [Option(entry_prompt(e, e.spec == self.current)) for e in shown]
         self._specs = [e.spec for e in shown]
         if typed and typed not in self._specs:
-            rows.append(Option(Text.assemble("Load ", (typed, "bold"), ("  (local folder or repo id)", "dim"))))
+            rows.append(Option(Text.assemble("Load ", (printable(typed), "bold"), ("  (local folder or repo id)", "dim"))))
             self._specs.append(typed)
         options = self.query_one(OptionList)
         options.set_options(rows)

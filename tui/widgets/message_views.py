@@ -18,6 +18,7 @@ from textual.widgets import Markdown, Static
 
 from engine.api import TokenEvent
 from tui.model.conversation import Node, Version
+from tui.safe_text import printable
 from tui.widgets.render import HeatPalette
 from tui.widgets.token_chunk import TokenChunk
 
@@ -49,7 +50,7 @@ class UserView(Static):
             label += f"  ‹{node.active + 1}/{len(node.versions)}›"
         if (label, node.version.text) != self._shown:
             self._shown = (label, node.version.text)
-            self.update(Text.assemble((label, "dim"), "\n", node.version.text))
+            self.update(Text.assemble((label, "dim"), "\n", printable(node.version.text)))
 
 
 class AssistantView(Vertical):
@@ -181,14 +182,14 @@ class AssistantView(Vertical):
         if self._markdown is None:
             if not show_tokens:  # made on first need: a streaming reply mounts no Markdown
                 self._markdown_text = version.reply_text()
-                self._markdown = Markdown(self._markdown_text)
+                self._markdown = Markdown(printable(self._markdown_text))
                 self.mount(self._markdown)
             return
         if self._markdown.display == show_tokens:
             self._markdown.display = not show_tokens
         if not show_tokens and self._markdown_text != version.reply_text():
             self._markdown_text = version.reply_text()
-            self._markdown.update(self._markdown_text)
+            self._markdown.update(printable(self._markdown_text))
 
     def _update_header(self) -> None:
         node, version = self.node, self.node.version
@@ -204,7 +205,7 @@ class AssistantView(Vertical):
             parts.append("streaming…")
         elif version.finish_reason != "stop":
             parts.append(version.finish_reason)
-        text = " · ".join(parts)
+        text = printable(" · ".join(parts))  # a saved file's finish_reason is data
         if text != self._header_text:  # one line, fixed height: no layout needed
             self._header_text = text
             self._header.update(text, layout=False)

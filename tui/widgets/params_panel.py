@@ -12,6 +12,7 @@ from engine.api import SamplingParams
 from tui.bindings import PARAM_KEYS, bindings_for
 from tui.messages import ParamEdit, ParamStep
 from tui.model.params import PANEL_PARAMS, format_param
+from tui.safe_text import literal
 
 
 class ParamsPanel(Widget, can_focus=True):
@@ -31,7 +32,8 @@ class ParamsPanel(Widget, can_focus=True):
         self.border_title = "parameters"
 
     def watch_preset(self, preset: str) -> None:
-        self.border_subtitle = preset
+        """A preset's name comes from the config: a border title given a str reads it as markup."""
+        self.border_subtitle = literal(preset) if preset else None
 
     def render(self) -> RenderableType:
         table = Table.grid(padding=(0, 1))

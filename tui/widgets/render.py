@@ -13,11 +13,9 @@ from rich.text import Text
 from textual.color import Color
 
 from engine.api import TokenEvent
+from tui.safe_text import printable
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
-# Control codes Textual drops from any text it shows (textual.content._STRIP_CONTROL_CODES).
-# Dropped here first, so token offsets match the text on screen.
-_CONTROL = {code: None for code in (7, 8, 11, 12, 13)}
 
 
 def visible(text: str) -> str:
@@ -61,10 +59,11 @@ class HeatPalette:
 
 def token_display(token: TokenEvent, selected: bool) -> str:
     """What a token adds to the flowing text. A selected empty or whitespace-only token shows
-    its piece visibly so the cursor never sits on nothing."""
+    its piece visibly so the cursor never sits on nothing. Control characters are made visible
+    (a token may hold a terminal escape), so token offsets match the text on screen."""
     if selected and token.text.strip() == "":
         return visible(token.piece or token.text) + ("\n" if "\n" in token.text else "")
-    return token.text.translate(_CONTROL)
+    return printable(token.text)
 
 
 def token_style(token: TokenEvent, index: int, selected: bool, heat: HeatPalette | None) -> Style:

@@ -8,6 +8,7 @@ from textual.widget import Widget
 
 from engine.api import ModelInfo
 from tui.model.conversation import TurnStats
+from tui.safe_text import printable
 
 NO_MODEL = "no model loaded"
 
@@ -46,10 +47,12 @@ class StatusBar(Widget):
     context_limit: reactive[int] = reactive(0)
 
     def render(self) -> Text:
+        """The model's name and the load progress come from folders and hubs: shown defused."""
         facts = self._facts()
-        room = self.content_size.width - len(facts.plain) if self.content_size.width else len(self.model)
+        model = printable(self.model)
+        room = self.content_size.width - len(facts.plain) if self.content_size.width else len(model)
         text = Text()
-        text.append(fit_name(self.model, room), style="bold")
+        text.append(fit_name(model, room), style="bold")
         return text.append_text(facts)
 
     def _facts(self) -> Text:
@@ -58,7 +61,7 @@ class StatusBar(Widget):
         if self.compute:
             text.append(f"  {self.compute}", style="dim")
         if self.state:
-            text.append(f"  {self.state}", style="italic")
+            text.append(f"  {printable(self.state)}", style="italic")
         s = self.stats
         limit = s.context_limit if s else self.context_limit
         used = s.context_used if s else 0

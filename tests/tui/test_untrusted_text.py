@@ -1,0 +1,185 @@
+"""Text that did not come from our code is shown literally and defused, on every route into the TUI.
+
+Each route gets Rich markup (``[/]`` crashed the app, ``[bold]x[/]`` vanished) and terminal
+escapes (OSC 52 writes the clipboard, OSC 0 the window title, CSI 2J clears the screen, a bare
+ESC starts any of them): the screen must show them as text, with every ESC made visible.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+
+from engine.api import EngineError
+from engine.fake import ScriptedEngine, ScriptedToken
+from engine.models import hub
+from engine.settings import printable
+from tui.model.conversation import Conversation, Node, Version
+from tui.model.store import last_conversation_path, save_conversation
+from tui.screens.model_picker import ModelPicker
+from tui.widgets.params_panel import ParamsPanel
+from tui.widgets.status_bar import StatusBar
+from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
+
+MARKUP = ("[/]", "[bold]x[/]", "[link=x]y[/link]")
+ESCAPES = ("\x1b]52;c;aGk=\x07", "\x1b]0;TITLE\x07", "\x1b[2J", "\x1b")
+SHOWN_ESCAPES = ("␛]52;c;aGk=␇", "␛]0;TITLE␇", "␛[2J")
+HOSTILE = " ".join(MARKUP + ESCAPES)
+
+
+def assert_safe(text: str, *, markup: bool = True) -> None:
+    """No raw control character reaches the terminal; escapes and (if asked) markup show as text."""
+    raw = [hex(ord(ch)) for ch in text if (ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) < 0xA0]
+    assert raw == [], f"raw control characters on screen: {raw}"
+    for shown in SHOWN_ESCAPES:
+        assert shown in text, f"{shown!r} not shown"
+    for piece in MARKUP if markup else ():
+        assert piece in text, f"{piece!r} not shown literally"
+
+
+def test_printable_makes_every_control_visible_but_newline_and_tab() -> None:
+    text = "".join(chr(c) for c in range(0x00, 0xA0))
+    shown = printable(text)
+    assert [ch for ch in shown if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0] == ["\t", "\n"]
+    assert printable("\x1b]0;T\x07") == "␛]0;T␇" and printable("\x9b2J") == "\\x9b2J"
+    assert printable("plain [b]text[/b] ünï €") == "plain [b]text[/b] ünï €"
+
+
+async def test_token_text_from_a_crafted_tokenizer(make_app: Any) -> None:
+    """Both faces of a reply (tokens while inspecting, Markdown when finished) and the panel."""
+    tokens = [ScriptedToken(piece + " ", 0.5, (("\x1b[2J", 0.3),)) for piece in MARKUP + ESCAPES]
+    app = make_app(ScriptedEngine([tokens]))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await send(app, pilot, "hi")
+        assert_safe(screen_text(app), markup=False)  # Markdown face: markup is Markdown's to read
+        await pilot.press("f3")  # heatmap: the token face
+        await pilot.pause()
+        assert_safe(screen_text(app))
+        await pilot.press("escape", "right")  # a token selected: the candidates panel shows it
+        await pilot.pause()
+        assert "␛[2J" in screen_text(app)
+        assert_safe(screen_text(app))
+
+
+async def test_a_resumed_conversation_with_hostile_system_and_user_text(make_app: Any, tmp_path: Path) -> None:
+    conversation = Conversation()
+    conversation.system_prompt = "sys " + HOSTILE
+    conversation.append(Node("user", [Version("user " + HOSTILE)]))
+    save_conversation(conversation, last_conversation_path(tmp_path / "state"))
+    app = make_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        await palette_run(pilot, "Resume last")
+        await wait_until(pilot, lambda: "sys " in screen_text(app))
+        assert_safe(screen_text(app))
+        await pilot.press("f2")  # the system prompt dialog shows it too
+        await pilot.pause()
+        assert_safe(screen_text(app))
+
+
+async def test_model_folder_name_in_a_load_error_toast(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        engine.load_error = f"no model folder at ~/models/a{HOSTILE}b"
+        await pilot.press("ctrl+o")
+        await wait_until(pilot, lambda: isinstance(app.screen, ModelPicker))
+        await pilot.press(*"~/models/a[/]b", "enter")
+        await wait_until(pilot, lambda: not app.controller.loading and not isinstance(app.screen, ModelPicker))
+        await pilot.pause()
+        assert app.is_running
+        assert_safe(screen_text(app))
+
+
+async def test_model_given_on_the_command_line(tmp_path: Path, make_app: Any) -> None:
+    from engine.settings import load_config
+    from tui.app import LogitscopeApp
+
+    engine = ScriptedEngine(load_error="cannot open ~/" + HOSTILE)
+    app = LogitscopeApp(engine, load_config(tmp_path / "none.toml"), model="~/[/]x\x1b]0;T\x07",
+                        config_dir=tmp_path / "cfg", save_dir=tmp_path / "state")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_until(pilot, lambda: not app.controller.loading)
+        await pilot.pause()
+        assert app.is_running
+        assert_safe(screen_text(app))
+
+
+async def test_a_model_name_in_the_status_bar(make_app: Any) -> None:
+    """`[model] default` (the scripted engine names the model after it) shows escaped."""
+    app = make_app(config_text='[model]\ndefault = "m[/]\\u001b]0;TITLE\\u0007"\n')
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        bar = screen_text(app).splitlines()[-2]
+        assert "m[/]␛]0;TITLE␇" in bar and "\x1b" not in bar
+        assert app.screen.query_one(StatusBar).model.startswith("m[/]")
+
+
+@pytest.mark.parametrize("config_text, expected", [
+    ('[ui]\ntheme = "[/]"\n', "theme '[/]' not found"),
+    ('[sampling]\ntemperature = "hot"\n', "[sampling] temperature"),
+    ('[sampling]\n"[bold]x[/]" = 1\n', "[sampling] [bold]x[/]"),
+    ('[model]\ndefault = ""\n[ui]\ntheme = "\\u001b[2J"\n', r"theme '\x1b[2J' not found"),
+])
+async def test_config_problem_lines_are_literal(make_app: Any, config_text: str, expected: str) -> None:
+    app = make_app(config_text=config_text)
+    async with app.run_test(size=(160, 40), notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        assert app.is_running
+        text = screen_text(app)
+        assert expected in text, text
+        assert "\x1b" not in text
+
+
+async def test_an_engine_error_is_literal(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        engine.fail_next = EngineError("template failed: " + HOSTILE)
+        await send(app, pilot, "hi")
+        await wait_until(pilot, lambda: "template failed" in screen_text(app))
+        assert_safe(screen_text(app))
+
+
+async def test_a_value_dialog_problem_is_literal(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        app.chat_screen.edit_param("temperature")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "[/][bold]x[/]"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.is_running
+        assert "[/][bold]x[/]" in screen_text(app)
+
+
+async def test_a_preset_name_is_literal(make_app: Any) -> None:
+    app = make_app(config_text='[presets."[b]p[/]\\u001b[2J"]\ntemperature = 0.5\n')
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        app.chat_screen.apply_preset("[b]p[/]\x1b[2J")
+        await pilot.pause()
+        assert app.is_running
+        text = screen_text(app)
+        assert "[b]p[/]␛[2J" in text and "\x1b" not in text
+        assert app.screen.query_one(ParamsPanel).border_subtitle is not None
+
+
+async def test_model_picker_rows_are_literal(make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    hostile = hub.ModelEntry("org/[bold]x[/]\x1b]0;TITLE\x07", "org/[bold]x[/]\x1b]0;TITLE\x07", "cache",
+                             "/hf/x", 1_000_000)
+    monkeypatch.setattr(hub, "cached_models", lambda cache_dir=None: [hostile])
+    app = make_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+o")
+        await wait_until(pilot, lambda: isinstance(app.screen, ModelPicker) and app.screen.entries is not None)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "org/[bold]x[/]␛]0;TITLE␇" in text and "\x1b" not in text
