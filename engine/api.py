@@ -263,6 +263,12 @@ class EngineAPI(Protocol):
         never fails and may be ignored, gives how many of those ids the cache then holds."""
         ...
 
+    async def count_tokens(self, messages: Sequence[Message]) -> int:
+        """How many tokens the prompt for answering `messages` (ending with a user message) takes,
+        rendered exactly as the next turn would be: so a message too long for the context is
+        refused before it enters the chat. Raises EngineError (no model, a template that fails)."""
+        ...
+
     def set_params(self, params: SamplingParams) -> None:
         """Change sampling parameters now; a running turn applies them from its next token."""
         ...

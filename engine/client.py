@@ -24,6 +24,7 @@ from engine.api import (
     TurnFinished,
 )
 from engine.worker import (
+    CountCommand,
     EngineOptions,
     EngineWorker,
     GenerateCommand,
@@ -60,14 +61,20 @@ class Engine:
     async def load(
         self, model: str, *, trust_remote_code: bool = False, on_progress: ProgressCallback | None = None
     ) -> ModelInfo:
-        """Load a model by local path or hub id, replacing any loaded one. Raises ModelLoadError."""
+        """Load a model by local path or hub id, replacing any loaded one. Raises ModelLoadError,
+        and then the previous model is still loaded (the worker frees it only once the new one is in)."""
         loop = asyncio.get_running_loop()
         results: asyncio.Queue[object] = asyncio.Queue()
         worker = self._ensure_worker()
-        self._model = None
+        previous, self._model = self._model, None
         worker.submit(LoadCommand(model, trust_remote_code, _progress(loop, on_progress), _sink(loop, results)))
-        item = await results.get()
+        try:
+            item = await results.get()
+        except asyncio.CancelledError:
+            self._model = previous  # which one the thread ends with is unknown; the old until told
+            raise
         if isinstance(item, BaseException):
+            self._model = previous
             raise item
         assert isinstance(item, ModelInfo)
         self._model = item
@@ -128,6 +135,18 @@ class Engine:
 
         self._worker.submit(PrepareCommand(tuple(messages), draft, done))
         return warmed
+
+    async def count_tokens(self, messages: Sequence[Message]) -> int:
+        """How many tokens the prompt answering `messages` takes (on the engine thread, queued
+        after any running turn, so the count is the loaded model's). Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(CountCommand(tuple(messages), _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, int)
+        return item
 
     def set_params(self, params: SamplingParams) -> None:
         """Change sampling now: running turns use `params` from their next sampled token."""

@@ -25,6 +25,7 @@ from typing import AsyncGenerator, Sequence, Union
 
 from engine.api import (
     Candidate,
+    ContextLimitError,
     EngineError,
     EngineEvent,
     GenerateRequest,
@@ -150,14 +151,16 @@ class ScriptedEngine:
     ) -> ModelInfo:
         """Pretend to load in a few steps (so progress UIs can be tested), or fail as scripted.
 
-        Like the real engine, the old model is dropped first: after a failed load none is loaded.
+        Like the real engine, the old model stays until the new one is in: after a failed load the
+        previous one is still loaded (and `model` is None only while the load runs).
         """
-        self._model = None
+        previous, self._model = self._model, None
         for step in range(1, 5):
             if on_progress is not None:
                 on_progress(LoadProgress(f"loading {model}", step / 4))
             await asyncio.sleep(self.load_delay / 4)
         if self.load_error is not None:
+            self._model = previous
             raise ModelLoadError(self.load_error)
         self._model = ModelInfo(
             name=self.name if model == "demo" else model, path=f"/scripted/{model}",
@@ -180,6 +183,12 @@ class ScriptedEngine:
             self._cache = ids
         warmed.set_result(len(self._cache) if loaded else 0)
         return warmed
+
+    async def count_tokens(self, messages: Sequence[Message]) -> int:
+        """The scripted prompt's length: a role marker per message plus its words (or its ids)."""
+        if self._model is None or self.closed:
+            raise EngineError("No model is loaded: load one first.")
+        return len(self._prompt_ids(GenerateRequest(tuple(messages), self._params)))
 
     def set_params(self, params: SamplingParams) -> None:
         self._params = params
@@ -240,6 +249,10 @@ class ScriptedEngine:
         last = request.messages[-1]
         if request.continue_last and last.role != "assistant":
             raise EngineError("continue_last needs a partial assistant message last")
+        prompt = len(self._prompt_ids(request))
+        if prompt >= self.context_limit:  # like the real engine: room for one new token at least
+            raise ContextLimitError(f"The conversation is {prompt} tokens but the context limit is "
+                                    f"{self.context_limit}.")
 
     def _prompt_ids(self, request: GenerateRequest) -> list[int]:
         ids: list[int] = []

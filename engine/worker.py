@@ -72,11 +72,20 @@ class PrepareCommand:
 
 
 @dataclass(frozen=True)
+class CountCommand:
+    """Count the tokens of the prompt that answering `messages` would take; `sink` gets the
+    count (an int) or an EngineError."""
+
+    messages: tuple[Message, ...]
+    sink: Sink
+
+
+@dataclass(frozen=True)
 class StopCommand:
     """Ends the thread after everything queued before it."""
 
 
-Command = Union[LoadCommand, GenerateCommand, PrepareCommand, StopCommand]
+Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, StopCommand]
 
 
 @dataclass(frozen=True)
@@ -165,6 +174,8 @@ class EngineWorker:
                 self._session = self._load(command, self._session)
             elif isinstance(command, PrepareCommand):
                 self._prepare(command, self._session)
+            elif isinstance(command, CountCommand):
+                self._count(command, self._session)
             else:
                 self._generate(command, self._session)
             self._current = None
@@ -180,9 +191,8 @@ class EngineWorker:
             _refuse(command, self._death)
 
     def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
-        """Replace the loaded model; on failure the old one is already gone (memory first)."""
-        if old is not None:
-            old.close()
+        """Replace the loaded model once the new one is in: a load that fails keeps the old model
+        and its cache (for the moment of the swap both are in memory)."""
         try:
             import mlx.core as mx
 
@@ -205,6 +215,8 @@ class EngineWorker:
                 self._stream = mx.new_stream(mx.default_device())
             session = Session(loaded.model, loaded.tokenizer, limit, self._stream,
                               install_last_row_head(loaded.model), sampler_exp=speed.sampler_exp)
+            if old is not None:
+                old.close()
             command.sink(_model_info(command.spec, loaded, limit, dtype, speed.blas_status))
             speed.after_load(loaded.model, lambda: not self._commands.empty())
             return session
@@ -212,7 +224,21 @@ class EngineWorker:
             command.sink(exc)
         except Exception as exc:  # never let the thread die; the caller gets one line
             command.sink(ModelLoadError(f"Could not load {command.spec}: {one_line(exc)}"))
-        return None
+        return old
+
+    def _count(self, command: CountCommand, session: Session | None) -> None:
+        """The prompt's length as the next turn would render it (its template, its spliced ids)."""
+        if session is None:
+            command.sink(EngineError("No model is loaded: load one first."))
+            return
+        try:
+            from engine.prompt import render_prompt
+
+            command.sink(len(render_prompt(session.tokenizer, command.messages, False, session.encode)))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # noqa: BLE001 - a template that cannot render this conversation
+            command.sink(EngineError(f"Could not count the conversation's tokens: {one_line(exc)}"))
 
     def _prepare(self, command: PrepareCommand, session: Session | None) -> None:
         """Warm the cache until done or until another command waits; never fails the thread."""

@@ -60,7 +60,8 @@ class LogitscopeApp(App[None]):
         self._engine_closed = False
 
     def _make_controller(self, post: Post) -> ChatController:
-        return ChatController(self.engine, self.loaded.config.sampling, post)
+        config = self.loaded.config
+        return ChatController(self.engine, config.sampling, post, config.chat.context_strategy)
 
     @property
     def controller(self) -> ChatController:
@@ -117,11 +118,11 @@ class LogitscopeApp(App[None]):
             self.switch_model(spec)
 
     def switch_model(self, spec: str) -> None:
-        """Load another model; the conversation belonged to the old one, so a new chat starts."""
+        """Load another model. The conversation stays (its replies continue as text, as a resumed
+        one's do: their ids are the old model's), and a load that fails keeps the old model."""
         if not self.controller.can_start:
             self.notify("Busy: wait for the reply or the load to end, then switch models.", severity="warning")
             return
-        self.chat_screen.action_new_chat()
         self._start_load(spec)
 
     def _watch_hangup(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator, Callable, Sequence
 
 from textual.message import Message as TextualMessage
 
@@ -27,6 +27,7 @@ from engine.api import (
     TurnFinished,
 )
 from tui import messages as msg
+from tui.model.context import fit
 from tui.model.conversation import Conversation, Node, TurnStats, Version
 
 FLUSH_HZ = 25.0
@@ -37,9 +38,12 @@ Post = Callable[[TextualMessage], object]
 class ChatController:
     """Owns the engine and the conversation; posts messages through `post`."""
 
-    def __init__(self, engine: EngineAPI, params: SamplingParams, post: Post) -> None:
+    def __init__(self, engine: EngineAPI, params: SamplingParams, post: Post,
+                 context_strategy: str = "drop_oldest") -> None:
+        """`context_strategy`: what a turn too long for the context does (`tui.model.context`)."""
         self.engine = engine
         self.params = params
+        self.context_strategy = context_strategy
         self.conversation = Conversation()
         self._post = post
         self._task: asyncio.Task[None] | None = None
@@ -48,10 +52,11 @@ class ChatController:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._closed = False
         self._load_task: asyncio.Task[bool] | None = None
+        self._stop_asked = False  # Esc while a turn is still being fitted: it never starts
 
     @property
     def busy(self) -> bool:
-        """True while a reply is streaming."""
+        """True while a reply is streaming (or being fitted into the context, just before)."""
         return self._task is not None and not self._task.done()
 
     @property
@@ -105,27 +110,54 @@ class ChatController:
     # --- turns
 
     def send(self, text: str) -> bool:
-        """Append a user message and answer it."""
+        """Append a user message and answer it, once it fits the context (else `SendRefused`,
+        and the conversation is as it was)."""
         if not self.can_start:
             return False
-        self.conversation.append(Node("user", [Version(text)]))
-        return self._answer(self.conversation.append(Node("assistant")))
+        messages = self.conversation.messages(model=self.model_folder) + (Message("user", text),)
+
+        def commit() -> Node:
+            self.conversation.append(Node("user", [Version(text)]))
+            return self.conversation.append(Node("assistant"))
+        return self._begin(messages, commit, text)
 
     def regenerate(self) -> bool:
         """A new version of the last assistant reply (the old one stays as a sibling)."""
         path = self.conversation.path()
         if not self.can_start or not path or path[-1].role != "assistant":
             return False
-        return self._answer(path[-1])
+        return self._begin(self.conversation.messages(upto=path[-1], model=self.model_folder), lambda: path[-1])
 
     def edit_last_user(self, text: str) -> bool:
         """A new version of the last user message, answered afresh; the old turn stays a branch."""
         user = self.last_user()
-        if not self.can_start or user is None:
+        return user is not None and self.edit_user(user, text)
+
+    def edit_user(self, user: Node, text: str) -> bool:
+        """A new version of any user message on the path, answered afresh: what followed the old
+        version stays its branch (flip back to it)."""
+        if not self.can_start or user.role != "user" or user not in self.conversation.path():
             return False
-        child = Node("assistant")
-        user.add_version(Version(text, child=child))
-        return self._answer(child)
+        messages = self.conversation.messages(upto=user, model=self.model_folder) + (Message("user", text),)
+
+        def commit() -> Node:
+            child = Node("assistant")
+            user.add_version(Version(text, child=child))
+            return child
+        return self._begin(messages, commit, text)
+
+    def delete_from(self, node: Node) -> bool:
+        """Remove `node` and everything after it on the visible path (not while a turn runs)."""
+        path = self.conversation.path()
+        if not self.can_start or node not in path:
+            return False
+        parent = self.conversation.parent_of(node)
+        if parent is None:
+            self.conversation.root = None
+        else:
+            parent.version.child = None
+        self.prepare()
+        return True
 
     def last_user(self) -> Node | None:
         return next((n for n in reversed(self.conversation.path()) if n.role == "user"), None)
@@ -161,6 +193,7 @@ class ChatController:
     def stop(self) -> None:
         """Stop at once: the engine finishes the turn with reason "cancelled"."""
         if self.busy:
+            self._stop_asked = True
             self.engine.cancel()
 
     def new_chat(self, system_prompt: str | None = None) -> None:
@@ -169,10 +202,33 @@ class ChatController:
             self.conversation = Conversation(keep)
             self.prepare()
 
-    def _answer(self, node: Node) -> bool:
+    def _begin(self, messages: tuple[Message, ...], commit: Callable[[], Node], text: str = "") -> bool:
+        """Start a turn: fit `messages` into the context first, and only then `commit` (add the
+        new messages to the conversation; it returns the node the reply goes to) and stream."""
+        self._streaming, self._stop_asked = None, False
+        self._task = asyncio.create_task(self._fit_and_answer(messages, commit, text))
+        return True
+
+    async def _fit_and_answer(self, messages: tuple[Message, ...], commit: Callable[[], Node], text: str) -> None:
+        model = self.engine.model
+        try:
+            fitted = await fit(self._count, messages, model.context_limit if model else 1, self.context_strategy,
+                               self.params.max_tokens)
+        except EngineError as exc:
+            self._post(msg.SendRefused(text, str(exc)))
+            return
+        if fitted.refusal is not None or self._stop_asked:
+            self._post(msg.SendRefused(text, fitted.refusal or "Stopped before the reply began."))
+            return
+        node = commit()
         version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder))
-        request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder), self.params)
-        return self._start(node, version, request)
+        self._streaming = node
+        events = self.engine.generate(GenerateRequest(fitted.messages, self.params))  # asked first: see `_start`
+        self._post(msg.GenerationStarted(node, fitted.dropped))
+        await self._run(node, version, events)
+
+    async def _count(self, messages: Sequence[Message]) -> int:
+        return await self.engine.count_tokens(messages)
 
     @property
     def model_folder(self) -> str | None:
@@ -225,6 +281,8 @@ class ChatController:
             version.finish_reason = "error"
             self._post(msg.GenerationFailed(node, str(exc)))
         finally:
+            if version.finish_reason is None:  # cancelled by quitting: saved as what it is
+                version.finish_reason = "cancelled"
             self._cancel_flush()
 
     def _finish(self, node: Node, version: Version, done: TurnFinished) -> None:

@@ -41,11 +41,23 @@ class ModelLoadFailed(Message):
 
 
 class GenerationStarted(Message):
-    """A reply (new, regenerated or branched) begins in `node`."""
+    """A reply (new, regenerated or branched) begins in `node`; `dropped`: how many of the oldest
+    messages were left out of the request to fit the context ([chat] context_strategy)."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, dropped: int = 0) -> None:
         super().__init__()
         self.node = node
+        self.dropped = dropped
+
+
+class SendRefused(Message):
+    """A turn did not start and nothing entered the conversation: `reason` is one line for the
+    user; `text` is the message that was not sent (back into the input), "" for a regenerate."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__()
+        self.text = text
+        self.reason = reason
 
 
 class ReplyGrew(Message):

@@ -34,6 +34,7 @@ from engine.settings.files import (
 )
 
 __all__ = [
+    "ChatConfig",
     "Config",
     "ConfigError",
     "LoadedConfig",
@@ -75,6 +76,19 @@ class UIConfig:
     show_params: bool = True  # the parameters panel
 
 
+CONTEXT_STRATEGIES = ("drop_oldest", "refuse")
+
+
+@dataclass(frozen=True)
+class ChatConfig:
+    """[chat]: how a conversation behaves when it outgrows the model's context."""
+
+    # "drop_oldest": leave the oldest exchanges out of what the model reads (never the system
+    # prompt, never the new message; the status bar says so); "refuse": send nothing that does
+    # not fit. Either way a message too long on its own is refused and stays in the input.
+    context_strategy: str = "drop_oldest"
+
+
 Preset = dict[str, "int | float | None"]
 
 
@@ -89,6 +103,7 @@ class Config:
     presets: dict[str, Preset] = field(default_factory=dict)
     ui: UIConfig = field(default_factory=UIConfig)
     keys: dict[str, str] = field(default_factory=dict)
+    chat: ChatConfig = field(default_factory=ChatConfig)
 
 
 @dataclass(frozen=True)
@@ -178,6 +193,7 @@ _EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
         "theme": _check_not_empty,
         "low_prob_threshold": _check_range(0.0, 1.0),
     },
+    "chat": {"context_strategy": _check_choice(CONTEXT_STRATEGIES)},
 }
 
 
@@ -296,7 +312,7 @@ def _merge_file(merge: _Merge, config: Config, data: Mapping[str, Any]) -> Confi
             merge.problem((section,), None, "unknown section")
         elif not isinstance(raw, dict):
             merge.problem((section,), None, f"must be a table, got {raw!r}")
-        elif section in ("model", "ui"):
+        elif section in ("model", "ui", "chat"):
             parts[section] = _merge_dataclass(merge, section, parts[section], raw)
         elif section == "sampling":
             parts[section] = parts[section].with_changes(**_merge_sampling_table(merge, ("sampling",), raw))

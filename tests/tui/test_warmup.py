@@ -70,7 +70,7 @@ async def test_a_new_system_prompt_is_warmed_and_again_after_a_model_switch(make
             return real_prepare(messages, draft)
 
         engine.prepare = prepare  # type: ignore[method-assign]
-        app.switch_model("other")  # a new chat that keeps the system prompt, for the new model
+        app.switch_model("other")  # the conversation (here its system prompt) stays, for the new model
         await wait_until(pilot, lambda: "/scripted/other" in models)
         assert engine.prepared[-1] == (Message("system", "Be brief."),)
 

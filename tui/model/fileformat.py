@@ -49,7 +49,8 @@ def _version_to_dict(v: Version) -> dict[str, Any]:
         "text": v.text,
         "tokens": None if v.tokens is None else [_token_to_dict(t) for t in v.tokens],
         "params": None if v.params is None else dict(v.params.__dict__),
-        "finish_reason": v.finish_reason,
+        # A reply still streaming when saved (quit, SIGHUP, SIGTERM) will never stream on.
+        "finish_reason": "cancelled" if v.finish_reason is None and v.tokens is not None else v.finish_reason,
         "branched_at": v.branched_at,
         "stats": None if v.stats is None else dict(v.stats.__dict__),
         "model": v.model,

@@ -58,6 +58,7 @@ class ChatScreen(Screen[None]):
         self.heatmap = config.ui.heatmap
         self.preset = ""
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
+        self._dropped = 0  # oldest messages the last turn left out to fit the context
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -94,11 +95,30 @@ class ChatScreen(Screen[None]):
     @on(msg.ModelLoaded)
     def _loaded(self, event: msg.ModelLoaded) -> None:
         self.query_one(StatusBar).show_model(event.info)
+        conversation = self.controller.conversation
+        if any(v.tokens is not None and not v.ids_fit(event.info.path)
+               for n in conversation.iter_nodes() for v in n.versions):
+            self.notify(f"Now using {event.info.name}: the replies so far continue as text.")
 
     @on(msg.ModelLoadFailed)
     def _load_failed(self, event: msg.ModelLoadFailed) -> None:
-        self.query_one(StatusBar).show_no_model()
-        self.notify(event.error, title="Model failed to load", severity="error", timeout=30)
+        """The engine keeps the model it had (and its cache): the status shows that one again."""
+        still = self.controller.engine.model
+        bar = self.query_one(StatusBar)
+        bar.show_model(still) if still is not None else bar.show_no_model()
+        kept = f" Still using {still.name}." if still is not None else ""
+        self.notify(f"{event.error}{kept}", title="Model failed to load", severity="error", timeout=30)
+
+    @on(msg.SendRefused)
+    def _refused(self, event: msg.SendRefused) -> None:
+        """Nothing was added: the text goes back into the input (unless the user typed anew)."""
+        chat_input = self.query_one(ChatInput)
+        if event.text and not chat_input.text.strip():
+            chat_input.load_text(event.text)
+            chat_input.move_cursor(chat_input.document.end)
+        self.query_one(StatusBar).state = "not sent"
+        self.notify(event.reason, title="Not sent", severity="warning", timeout=15)
+        self.refresh_bindings()
 
     @on(msg.GenerationStarted)
     def _started(self, event: msg.GenerationStarted) -> None:
@@ -110,8 +130,14 @@ class ChatScreen(Screen[None]):
             view.rebuild()
         if transcript.cursor is None:
             transcript.anchor()
-        self.query_one(StatusBar).state = "generating…"
+        self._dropped = event.dropped
+        self.query_one(StatusBar).state = "generating…" + self._dropped_note()
         self.refresh_bindings()
+
+    def _dropped_note(self) -> str:
+        """What the status bar adds while the oldest messages are left out ([chat] context_strategy)."""
+        n = self._dropped
+        return f" · context full: the oldest {n} message{'s' if n != 1 else ''} left out" if n else ""
 
     @on(msg.ReplyGrew)
     def _grew(self, event: msg.ReplyGrew) -> None:
@@ -130,7 +156,8 @@ class ChatScreen(Screen[None]):
     def _finished(self, event: msg.GenerationFinished) -> None:
         self._end_stream(event.node)
         bar = self.query_one(StatusBar)
-        bar.stats, bar.state = event.stats, ("stopped" if event.reason == "cancelled" else "ready")
+        bar.stats = event.stats
+        bar.state = ("stopped" if event.reason == "cancelled" else "ready") + self._dropped_note()
 
     @on(msg.GenerationFailed)
     def _failed(self, event: msg.GenerationFailed) -> None:

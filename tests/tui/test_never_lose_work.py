@@ -1,0 +1,171 @@
+"""The user's chat survives every mistake: a model switch that fails, a message too long for the
+context, a long chat reaching the limit; and the ways out every chat app has (delete a message
+and what follows, edit any earlier message and resend from there)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.api import Message
+from engine.fake import ScriptedEngine
+from tui.widgets.chat_input import ChatInput
+from tui.widgets.status_bar import StatusBar
+from tui_helpers import SIZE, send, wait_idle, wait_until
+
+
+def _notes(app: Any) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+def _texts(app: Any) -> list[str]:
+    return [n.version.reply_text() for n in app.controller.conversation.path()]
+
+
+async def test_a_failed_switch_keeps_the_model_the_chat_and_its_cache(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        before = _texts(app)
+        engine.load_error = "no model folder at /nowhere"
+        app.switch_model("/nowhere")
+        await wait_until(pilot, lambda: any("no model folder" in n for n in _notes(app)))
+        await wait_idle(app, pilot)
+        assert engine.model is not None and engine.model.name == "scripted-demo"
+        assert _texts(app) == before and "hi" in before
+        bar = app.screen.query_one(StatusBar)
+        assert bar.model == "scripted-demo" and bar.state == "ready"
+        note = next(n for n in _notes(app) if "no model folder" in n)
+        assert note == "no model folder at /nowhere Still using scripted-demo." and "\n" not in note
+        await send(app, pilot, "and then?")
+        stats = app.controller.conversation.path()[-1].version.stats
+        assert stats is not None and stats.reused_tokens > 0  # the cache survived the failed load
+        assert engine.requests[-1].messages[1].token_ids is not None  # the same model: exact ids
+
+
+async def test_a_successful_switch_keeps_the_conversation_as_text(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        before = _texts(app)
+        app.switch_model("other")
+        await wait_until(pilot, lambda: engine.model is not None and engine.model.name == "other")
+        await wait_idle(app, pilot)
+        assert _texts(app) == before
+        assert any("replies so far continue as text" in n for n in _notes(app))
+        await send(app, pilot, "more")
+        sent = engine.requests[-1].messages
+        assert [m.role for m in sent] == ["user", "assistant", "user"]
+        assert sent[1].token_ids is None and sent[1].text == before[1]  # another model's ids: as text
+
+
+# --- the context limit. The scripted engine counts a role marker per message plus its words.
+
+LIMIT = 40
+
+
+async def _app_with_history(make_app: Any, config: str = "") -> tuple[Any, ScriptedEngine, Any]:
+    engine = ScriptedEngine([["ok", " then"]], context_limit=LIMIT)
+    app = make_app(engine, config_text=config)
+    return app, engine, app.run_test(size=SIZE)
+
+
+def _words(n: int) -> str:
+    return " ".join(f"w{i}" for i in range(n))
+
+
+async def _fill_to(app: Any, engine: ScriptedEngine, total: int) -> str:
+    """A message that makes the next prompt exactly `total` tokens long."""
+    history = app.controller.conversation.messages(model=app.controller.model_folder)
+    base = await engine.count_tokens(history + (Message("user", ""),))
+    return _words(total - base)
+
+
+async def _type_and_send(app: Any, pilot: Any, text: str) -> None:
+    chat_input = app.screen.query_one(ChatInput)
+    chat_input.load_text(text)
+    chat_input.focus()
+    await pilot.press("enter")
+    await pilot.pause()
+    await wait_idle(app, pilot)
+
+
+@pytest.mark.parametrize("strategy", ["refuse", "drop_oldest"])
+@pytest.mark.parametrize("over", [0, 1, 500], ids=["at-the-limit", "one-over", "far-over"])
+async def test_a_message_too_long_is_refused_and_stays_in_the_input(make_app: Any, strategy: str,
+                                                                    over: int) -> None:
+    app, engine, running = await _app_with_history(make_app, f'[chat]\ncontext_strategy = "{strategy}"\n')
+    async with running as pilot:
+        await wait_idle(app, pilot)
+        text = await _fill_to(app, engine, LIMIT - 1 + over)  # LIMIT - 1 tokens: the most that fit
+        await _type_and_send(app, pilot, text)
+        if over == 0:
+            assert _texts(app)[0] == text and len(engine.requests) == 1
+            return
+        assert app.controller.conversation.root is None and engine.requests == []
+        assert app.screen.query_one(ChatInput).text == text
+        note = next(n for n in _notes(app) if "over the context" in n)
+        assert f"is {over} token{'s' if over > 1 else ''} over the context" in note and "\n" not in note
+        assert app.screen.query_one(StatusBar).state == "not sent"
+        await _type_and_send(app, pilot, "short")  # the chat is not bricked
+        assert _texts(app)[0] == "short"
+
+
+async def test_a_long_chat_drops_its_oldest_exchanges_and_says_so(make_app: Any) -> None:
+    app, engine, running = await _app_with_history(make_app)
+    async with running as pilot:
+        await wait_idle(app, pilot)
+        app.controller.conversation.system_prompt = "be brief"
+        for n in range(6):
+            await _type_and_send(app, pilot, f"question {n} {_words(3)}")
+        assert len(_texts(app)) == 12  # all kept on screen
+        sent = engine.requests[-1].messages
+        assert sent[0] == Message("system", "be brief") and sent[1].role == "user"
+        assert sent[-1].text.startswith("question 5") and len(sent) < 12
+        assert "context full: the oldest" in app.screen.query_one(StatusBar).state
+        assert await engine.count_tokens(sent) < LIMIT
+
+
+async def test_refuse_strategy_sends_nothing_that_does_not_fit(make_app: Any) -> None:
+    app, engine, running = await _app_with_history(make_app, '[chat]\ncontext_strategy = "refuse"\n')
+    async with running as pilot:
+        await wait_idle(app, pilot)
+        for n in range(6):
+            await _type_and_send(app, pilot, f"question {n} {_words(3)}")
+        for request in engine.requests:  # every request whole (nothing left out) and within the limit
+            assert request.messages[0].text == "question 0 w0 w1 w2"
+            assert await engine.count_tokens(request.messages) < LIMIT
+        assert any("The conversation with this message is" in n for n in _notes(app))
+        assert app.screen.query_one(ChatInput).text.startswith("question")
+        assert all(m.role != "assistant" or m.text for m in engine.requests[-1].messages)
+
+
+async def test_delete_a_message_and_what_follows(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        for text in ("one", "two", "three"):
+            await send(app, pilot, text)
+        path = app.controller.conversation.path()
+        assert app.controller.delete_from(path[2])
+        assert _texts(app)[0] == "one" and len(_texts(app)) == 2
+        await send(app, pilot, "again")
+        assert [m.text for m in engine.requests[-1].messages if m.role == "user"] == ["one", "again"]
+
+
+async def test_edit_an_earlier_message_and_resend_from_there(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        for text in ("one", "two", "three"):
+            await send(app, pilot, text)
+        first = app.controller.conversation.path()[0]
+        assert app.controller.edit_user(first, "uno")
+        await wait_idle(app, pilot)
+        assert [n.version.text for n in app.controller.conversation.path() if n.role == "user"] == ["uno"]
+        assert [m.text for m in engine.requests[-1].messages] == ["uno"]
+        first.flip(-1)  # the old turn, and all that followed it, is a branch
+        assert len(app.controller.conversation.path()) == 6

@@ -1,0 +1,84 @@
+"""Fitting a request into the model's context, before anything enters the conversation.
+
+A message too long for the context used to be sent, fail, and stay in the history, so every
+later turn failed the same way. Here the prompt is counted first (`EngineAPI.count_tokens`, the
+template and spliced ids exactly as the turn would render them) and then either fits, or is
+shortened by the configured strategy, or is refused with how many tokens it is over.
+
+Strategies (`[chat] context_strategy` in config.toml):
+
+- ``drop_oldest``: leave the oldest exchanges out of the request (never the system prompt, never
+  the message being answered) until the prompt fits with room for a reply. The conversation on
+  screen keeps them; only the model no longer sees them.
+- ``refuse``: never drop anything; a turn that does not fit is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Sequence
+
+from engine.api import Message
+
+STRATEGIES = ("drop_oldest", "refuse")
+Count = Callable[[Sequence[Message]], Awaitable[int]]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What to send (`messages`, `dropped` of the oldest left out), or why not (`refusal`)."""
+
+    messages: tuple[Message, ...] = ()
+    dropped: int = 0
+    refusal: str | None = None
+
+
+def tokens(n: int) -> str:
+    return f"{n} token" + ("" if n == 1 else "s")
+
+
+async def fit(count: Count, messages: Sequence[Message], limit: int, strategy: str, reply_room: int) -> Fit:
+    """`messages` as they may be sent to a model of context `limit`, which needs the prompt
+    shorter than `limit` (room for one new token at least). `reply_room`: how many tokens a
+    dropping strategy tries to leave for the reply."""
+    messages = tuple(messages)
+    total = await count(messages)
+    if total < limit:
+        return Fit(messages)
+    head = tuple(m for m in messages[:1] if m.role == "system")
+    alone = head + messages[-1:]
+    if strategy == "drop_oldest" and len(alone) < len(messages):
+        kept = await _drop_oldest(count, messages, len(head), limit, max(0, min(reply_room, limit // 4)))
+        if kept is not None:
+            return kept
+        total = await count(alone)
+        return Fit(refusal=_too_long(total, limit, "This message (with the system prompt)"))
+    return Fit(refusal=_too_long(total, limit, "The conversation with this message"))
+
+
+async def _drop_oldest(count: Count, messages: tuple[Message, ...], head: int, limit: int,
+                       room: int) -> Fit | None:
+    """Drop whole exchanges from the front (the kept part still starts with a user message) until
+    the prompt leaves `room`; accept any fit when nothing more can go. None: nothing fits."""
+    body = list(messages[head:])
+    dropped = 0
+    best: Fit | None = None
+    while len(body) > 1:
+        body.pop(0)
+        dropped += 1
+        while len(body) > 1 and body[0].role != "user":
+            body.pop(0)
+            dropped += 1
+        candidate = messages[:head] + tuple(body)
+        total = await count(candidate)
+        if total < limit:
+            best = Fit(candidate, dropped)
+            if total < limit - room:
+                return best
+    return best
+
+
+def _too_long(total: int, limit: int, what: str) -> str:
+    fits = limit - 1
+    return (f"{what} is {tokens(total - fits)} over the context ({total} of the {fits} that fit): "
+            "shorten it, delete or edit messages, or start a new chat.")
