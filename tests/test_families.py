@@ -9,6 +9,9 @@ routes never serve, with the model cast to float32 (the engine's compute dtype o
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 import mlx.core as mx
 import numpy as np
@@ -25,6 +28,8 @@ from engine.client import Engine
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
             "granite", "starcoder2", "cohere", "internlm2", "glm4", "gpt2", "gpt_bigcode", "deepseek_v2",
             "deepseek_v2_lite", "deepseek_v3", "minicpm3", "youtu_llm", "mamba2", "granitemoehybrid")
+ROOT = Path(__file__).resolve().parent.parent
+INNER_RUN = "LOGITSCOPE_TEST_FAST_BLAS_RUN"  # set in the fresh interpreter that has OpenBLAS under MLX
 TURN = GREEDY.with_changes(max_tokens=5)
 FIRST = "the cat sat on the mat and then it was happy, the dog ran far away"
 SECOND = "once upon a time there lived a little bird"
@@ -76,6 +81,22 @@ async def test_family_equals_plain_mlx_lm_in_float32(
 ) -> None:
     folder = build_family(family_root / f"{family}-{bits}", family, bits=bits)
     await check_family(engine, folder)
+    if os.environ.get(INNER_RUN):
+        assert engine.model is not None and engine.model.blas.startswith("OpenBLAS")
+
+
+@pytest.mark.skipif(bool(os.environ.get(INNER_RUN)), reason="this is the run it starts")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fast BLAS is Linux-only")
+def test_family_matrix_with_openblas_under_mlx() -> None:
+    """The matrix again in a fresh interpreter whose MLX runs on OpenBLAS (as the app's does), so
+    the speed-ups that need it are on too: 4-bit layers unpacked for prompts, gemv forwarding."""
+    env = {**os.environ, INNER_RUN: "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"),
+                                                                                       os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "fastblas_first",
+         str(Path(__file__)), "-k", "equals_plain"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=170,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
 
 
 def test_latent_attention_families_are_in_the_matrix() -> None:
