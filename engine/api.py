@@ -217,6 +217,7 @@ class ModelInfo:
     parameters: int
     dtype: str  # compute dtype in use, e.g. "float32"
     blas: str = ""  # which BLAS MLX's CPU matmuls use, e.g. "OpenBLAS (2 threads)"
+    notes: tuple[str, ...] = ()  # lines to tell the user once after the load (an assumed context limit)
 
 
 class EngineError(Exception):

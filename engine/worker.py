@@ -29,6 +29,7 @@ from engine.api import (
     check_token_ids,
 )
 from engine.models import one_line
+from engine.models.context import ContextLimit, model_context_limit
 
 if TYPE_CHECKING:
     from engine.backend import SpeedLayer
@@ -210,14 +211,15 @@ class EngineWorker:
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
             speed.tune(loaded.model)
-            limit = _context_limit(loaded, self._options.max_context, command.on_progress)
+            context = model_context_limit(loaded.config, loaded.model, self._options.max_context)
+            limit = context.tokens
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
             session = Session(loaded.model, loaded.tokenizer, limit, self._stream,
                               install_last_row_head(loaded.model), sampler_exp=speed.sampler_exp)
             if old is not None:
                 old.close()
-            command.sink(_model_info(command.spec, loaded, limit, dtype, speed.blas_status))
+            command.sink(_model_info(command.spec, loaded, context, dtype, speed.blas_status))
             speed.after_load(loaded.model, lambda: not self._commands.empty())
             return session
         except EngineError as exc:
@@ -305,32 +307,23 @@ def _release_streams() -> None:
     mx.clear_streams()
 
 
-def _context_limit(loaded: LoadedModel, max_context: int, report: Callable[[LoadProgress], None]) -> int:
-    """The model's context limit (`engine.models.context`: every config key, capped by `max_context`
-    if set); when the model states none, the load's progress says so, once."""
-    from engine.models.context import model_context_limit
-
-    limit = model_context_limit(loaded.config, loaded.model, max_context)
-    if limit.note():
-        report(LoadProgress(f"{loaded.name}: {limit.note()}"))
-    return limit.tokens
-
-
-def _model_info(spec: str, loaded: LoadedModel, limit: int, dtype: str, blas: str) -> ModelInfo:
+def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: str, blas: str) -> ModelInfo:
     """What the caller may know about the loaded model (plain data only).
 
-    `path` is the folder the weights came from (for a hub id or "demo", not the spec itself).
+    `path` is the folder the weights came from (for a hub id or "demo", not the spec itself);
+    `notes` says once what the user should know, e.g. that the context limit is assumed.
     """
     model, tokenizer = loaded.model, loaded.tokenizer
     return ModelInfo(
         name=Path(spec).expanduser().name or loaded.name,
         path=str(loaded.path),
-        context_limit=limit,
+        context_limit=context.tokens,
         vocab_size=_vocab_size(model, tokenizer),
         has_chat_template=bool(tokenizer.has_chat_template),
         parameters=_parameter_count(model),
         dtype=dtype,
         blas=blas,
+        notes=(context.note(),) if context.note() else (),
     )
 
 

@@ -181,12 +181,24 @@ async def test_a_reply_stops_with_length_at_the_limit(gpt2_model: Path, engine: 
     assert (last.finish_reason, last.generated_tokens) == ("length", 1)  # one token still fits
 
 
-async def test_a_model_that_states_no_limit_is_said_once(tmp_path: Path, engine: Engine) -> None:
-    """Mamba-2 configs state no length: the load says so once and uses mlx-lm's default for it."""
-    from engine.api import LoadProgress
-
-    news: list[LoadProgress] = []
-    info = await engine.load(str(build_family(tmp_path / "mamba2", "mamba2")), on_progress=news.append)
-    notes = [p.message for p in news if "states no context length" in p.message]
-    assert len(notes) == 1 and "max_context" in notes[0]
+async def test_a_model_that_states_no_limit_is_said_once(tmp_path: Path, engine: Engine, chatml_model: Path) -> None:
+    """Mamba-2 configs state no length: the loaded model's info carries one note saying so, and
+    the limit is mlx-lm's default for the family."""
+    info = await engine.load(str(build_family(tmp_path / "mamba2", "mamba2")))
+    assert len(info.notes) == 1 and "states no context length" in info.notes[0] and "max_context" in info.notes[0]
     assert info.context_limit == 2056  # mamba2.ModelArgs' default, below DEFAULT_CONTEXT
+    assert (await engine.load(str(chatml_model))).notes == ()  # a model that states its limit: nothing to say
+
+
+def test_logitscope_run_prints_the_note_once(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.cli import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    folder = build_family(tmp_path / "mamba2", "mamba2")
+    code = main(["run", "--model", str(folder), "--prompt", "hi", "--prompt", "more", "--max-tokens", "2"],
+                engine_factory=Engine)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert err.count("states no context length") == 1 and "[model] max_context" in err

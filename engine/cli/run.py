@@ -212,9 +212,12 @@ async def run_conversation(
     """Load the model, then run every prompt as the next turn of one conversation."""
     in_turn = False
     try:
-        await engine.load(plan.model, trust_remote_code=plan.trust_remote_code, on_progress=_progress_printer(err))
+        info = await engine.load(plan.model, trust_remote_code=plan.trust_remote_code,
+                                 on_progress=_progress_printer(err))
         if err.isatty():
             err.write("\r\033[K")
+        for note in info.notes:  # e.g. an assumed context limit: said once, before the first reply
+            err.write(f"logitscope: note: {printable(note)}\n")
         if on_loaded is not None:
             on_loaded()
         messages: list[Message] = [Message("system", plan.system)] if plan.system else []

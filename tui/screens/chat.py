@@ -95,6 +95,8 @@ class ChatScreen(Screen[None]):
     @on(msg.ModelLoaded)
     def _loaded(self, event: msg.ModelLoaded) -> None:
         self.query_one(StatusBar).show_model(event.info)
+        for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
+            self.notify(note, severity="warning", timeout=15, markup=False)
         conversation = self.controller.conversation
         if any(v.tokens is not None and not v.ids_fit(event.info.path)
                for n in conversation.iter_nodes() for v in n.versions):
