@@ -3,7 +3,9 @@
 The cache lives across turns. Every turn the caller's whole conversation is rendered to ids; the
 longest prefix shared with `tokens` is kept, the rest of the cache is trimmed off, and only the
 new suffix is prefilled. Caches that cannot be trimmed (a sliding-window `RotatingKVCache` that has
-wrapped, SSM state) are rebuilt from scratch instead: slower, never silently wrong.
+wrapped, SSM state) are put back to the newest snapshot before the point where the conversations
+part (`engine.snapshots`: taken where each turn and each reply starts), or, with none there,
+rebuilt from scratch: slower, never silently wrong.
 
 Runs on the engine thread only (it imports MLX).
 """
@@ -18,6 +20,7 @@ from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cach
 
 from engine.lastrow import LastRowHead
 from engine.prompt import TextEncoder, common_prefix_len
+from engine.snapshots import CacheSnapshots, wraps_within
 from engine.textstream import PieceCache
 
 PREFILL_CHUNK = 512  # tokens per prefill forward pass: bounds peak memory on long prompts
@@ -43,7 +46,9 @@ class Session:
         self.stream = stream  # the engine thread's own stream: MLX streams belong to a thread
         self.cache: list[Any] = make_prompt_cache(model)
         self.tokens: list[int] = []  # exactly the ids whose keys/values are in `cache`, in order
+        self.snapshots = CacheSnapshots()  # of the layers that cannot be trimmed, at turn boundaries
         self.rebuilds = 0  # how often a non-trimmable cache had to be thrown away (for tests, stats)
+        self.restores = 0  # how often it was put back to a snapshot instead
 
     def reuse_prefix(self, prompt: Sequence[int]) -> int:
         """Cut the cache back to what `prompt` shares with it; returns how many ids are reused.
@@ -59,14 +64,30 @@ class Session:
         return self._trim_to(common_prefix_len(self.tokens, ids))
 
     def _trim_to(self, keep: int) -> int:
-        """Drop every cached position from `keep` on; a cache that cannot be trimmed starts over (0)."""
+        """Drop every cached position from `keep` on; returns how many ids the cache still holds.
+
+        A cache that cannot be trimmed goes back to its newest snapshot at or before `keep`,
+        else starts over (0).
+        """
         drop = len(self.tokens) - keep
-        if drop > 0:
-            if not can_trim_prompt_cache(self.cache) or trim_prompt_cache(self.cache, drop) != drop:
+        if drop <= 0:
+            return keep
+        if can_trim_prompt_cache(self.cache) and trim_prompt_cache(self.cache, drop) == drop:
+            kept: int | None = keep
+        else:
+            kept = self.snapshots.restore(self.cache, keep, len(self.tokens))
+            if kept is None:
                 self.reset_cache()
                 return 0
-            del self.tokens[keep:]
-        return keep
+            self.restores += 1
+        del self.tokens[kept:]
+        self.snapshots.forget_after(kept)
+        return kept
+
+    def snapshot(self) -> bool:
+        """Keep a copy of the layers that cannot be trimmed, at the current position (a turn
+        boundary a regenerate, branch or edit may rewind to); returns whether one was taken."""
+        return self.snapshots.take(self.cache, len(self.tokens))
 
     def reserve(self, room: int) -> int:
         """Make each layer's key/value buffers hold `room` more positions; returns the layers grown.
@@ -93,6 +114,7 @@ class Session:
         """Start from an empty cache (also the safe state after a failed turn)."""
         self.cache = make_prompt_cache(self.model)
         self.tokens = []
+        self.snapshots.clear()
         self.rebuilds += 1
 
     def prefill(
@@ -129,9 +151,12 @@ class Session:
 
         With a last-row head the whole final chunk gives the logits in the same pass; without
         one only the last id does (a head over every position of a chunk would cost more than
-        the extra one-token pass it saves).
+        the extra one-token pass it saves). A cache that cannot be trimmed once `suffix` is in
+        (SSM state, a sliding window that wraps) also feeds the last id alone: the snapshot
+        where the reply starts is taken between the two, so a regenerate prefills one id
+        instead of the whole history, for the price of one decode step now.
         """
-        if self.last_row is None:
+        if self.last_row is None or wraps_within(self.cache, len(suffix)):
             return suffix[:-1], suffix[-1:]
         cut = max(0, len(suffix) - PREFILL_CHUNK)
         return suffix[:cut], suffix[cut:]
@@ -146,6 +171,7 @@ class Session:
         """Drop the cache and free MLX's buffer cache (on this thread, like every MLX call)."""
         self.cache = []
         self.tokens = []
+        self.snapshots.clear()
         mx.clear_cache()
 
 

@@ -102,10 +102,12 @@ def run_turn(
     suffix = prompt[reused:]
     loop = _DecodeLoop(session, control, prefix, len(prompt), emit)
     with mx.stream(session.stream):
+        session.snapshot()  # where this turn starts: an edit of its message rewinds here (SSM caches)
         before, last = session.split_prompt(suffix)
         if not session.prefill(before, control.cancelled.is_set):
             session.check()
             return loop.finished(prompt, reused, started, "cancelled", fed=len(session.tokens) - reused)
+        session.snapshot()  # where its reply starts: a regenerate or a branch rewinds here
         decoder = _Decoder(session, control)
         pending = decoder.step(mx.array(list(last), dtype=mx.int32))
         session.tokens.extend(last)

@@ -148,15 +148,18 @@ async def test_branch_on_a_candidate_continues_from_the_divergence(
     assert_fed_exactly(fed, branched)
 
 
-async def test_non_trimmable_cache_is_rebuilt_never_wrong(window_model: Path, engine: Engine, fed: list[int]) -> None:
-    """A sliding-window layer's RotatingKVCache cannot be trimmed once it wrapped: start over."""
+async def test_non_trimmable_cache_rewinds_to_a_snapshot_never_wrong(
+    window_model: Path, engine: Engine, fed: list[int]
+) -> None:
+    """A sliding-window layer's RotatingKVCache cannot be trimmed once it wrapped: a regenerate
+    goes back to the snapshot taken where the reply started (tests/test_cache_snapshots.py)."""
     await engine.load(str(window_model))
     conversation = [Message("user", "once upon a time there lived a little bird")]
     _, first = await run(engine, conversation)
     assert first.prompt_tokens > 12  # past the window: the rotating cache has wrapped
     fed.clear()
     _, again = await run(engine, conversation)  # regenerate needs a trim
-    assert (again.reused_tokens, again.prefilled_tokens) == (0, again.prompt_tokens)
+    assert (again.reused_tokens, again.prefilled_tokens) == (again.prompt_tokens - 1, 1)
     assert list(again.token_ids) == cold_greedy(window_model, again.prompt_ids, GREEDY.max_tokens)
     assert again.token_ids == first.token_ids
     assert_fed_exactly(fed, again)
