@@ -13,6 +13,24 @@ what already sits in its KV cache, trims the cache to that prefix and prefills o
 regenerate, edit-and-resend and branch are all just "send a different conversation": whatever is
 shared with the cache is reused, and `TurnFinished.reused_tokens` says how much.
 
+## What the model saw is what it sees (the history rule)
+
+What the model saw when it wrote a reply is what it sees of that reply later: turn k's
+`prompt_ids` start with turn k-1's `prompt_ids` followed by its reply's ids (`Message.token_ids`).
+Then come the template's own text after the reply (its end-of-turn marker placed right after the
+reply, as a model that stops writes it), the new message and the generation prompt. Where a
+template renders a reply in the history differently from what the model saw (a leading space,
+trimmed whitespace, a stripped thinking block, another role header than its generation prompt),
+the engine keeps what the model saw, deliberately: the earlier turns stay in the cache unchanged,
+and the model is never conditioned on ids it did not produce after a prompt it was not given. So
+a prompt may differ from `apply_chat_template` of the same chat after its first reply; the first
+turn's ids are exactly `apply_chat_template(..., tokenize=True)`'s. Text between replies is
+tokenized as the whole text would be (no start-of-text ``▁`` of SentencePiece-style tokenizers
+in the middle of a prompt). Only an edit, a regenerate or a branch rewinds the cache, and only to
+where the new conversation parts from the old one; for caches that cannot be trimmed (SSM and
+hybrid models, wrapped sliding windows) the engine restores a snapshot taken at the newest turn
+boundaries instead of reading the history again.
+
 ## What the probabilities mean (defined once, here)
 
 For every generated token the engine computes, from the model's logits at that position:
