@@ -204,6 +204,8 @@ async def test_new_chat_and_system_prompt(make_app: Any) -> None:
         await send(app, pilot, "hi")
         await pilot.press("ctrl+n")
         await pilot.pause()
+        await pilot.press("d")  # asked first: discard it
+        await pilot.pause()
         assert app.controller.conversation.root is None
         assert len(app.screen.query(AssistantView)) == 0
         await pilot.press("f2")

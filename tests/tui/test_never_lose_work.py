@@ -169,3 +169,58 @@ async def test_edit_an_earlier_message_and_resend_from_there(make_app: Any) -> N
         assert [m.text for m in engine.requests[-1].messages] == ["uno"]
         first.flip(-1)  # the old turn, and all that followed it, is a branch
         assert len(app.controller.conversation.path()) == 6
+
+
+# --- nothing is replaced without asking
+
+
+async def test_ctrl_n_asks_first_and_esc_keeps_the_chat(make_app: Any) -> None:
+    from tui.screens.replace_chat import ReplaceChatDialog
+
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "keep me")
+        live = app.controller.conversation
+        await pilot.press("ctrl+n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReplaceChatDialog))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.controller.conversation is live and _texts(app)[0] == "keep me"
+        await pilot.press("ctrl+n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReplaceChatDialog))
+        await pilot.press("d")
+        await wait_until(pilot, lambda: app.controller.conversation.root is None)
+
+
+async def test_save_and_continue_keeps_the_chat_in_a_file(make_app: Any, tmp_path: Any) -> None:
+    from tui.model.store import load_conversation
+    from tui.screens.replace_chat import ReplaceChatDialog
+
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "keep me")
+        await pilot.press("ctrl+n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReplaceChatDialog))
+        await pilot.press("enter")  # "Save and continue" has the focus
+        await wait_until(pilot, lambda: app.controller.conversation.root is None)
+        kept = list((tmp_path / "state" / "conversations").iterdir())
+        assert len(kept) == 1 and load_conversation(kept[0]).path()[0].version.text == "keep me"
+        assert any(n.startswith("Saved the chat to ") for n in _notes(app))
+
+
+async def test_resume_asks_before_replacing_the_live_chat(make_app: Any, tmp_path: Any) -> None:
+    """Ctrl+L then Ctrl+Q used to leave the chat that was live in no file."""
+    from tui.model.store import load_conversation
+    from tui.screens.replace_chat import ReplaceChatDialog
+    from tui_helpers import chat_and_quit
+
+    await chat_and_quit(make_app)
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the live one")
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReplaceChatDialog))
+        await pilot.press("s")
+        await wait_until(pilot, lambda: _texts(app)[0] == "hi")
+        kept = list((tmp_path / "state" / "conversations").iterdir())
+        assert load_conversation(kept[0]).path()[0].version.text == "the live one"

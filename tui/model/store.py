@@ -7,11 +7,13 @@ import json
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from tui.model.conversation import Conversation
 
 LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
+KEPT_FOLDER = "conversations"  # chats the user chose to keep before replacing them
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a saved chat is megabytes; anything far bigger is not one
 
 
@@ -60,3 +62,16 @@ def load_conversation(path: Path) -> Conversation:
     except ValueError as exc:
         raise ValueError(f"not a saved conversation: {exc}") from None
 
+
+
+def save_copy(conversation: Conversation, folder: Path) -> Path:
+    """Keep `conversation` in a file of its own in `folder` (a new name each time, never
+    overwriting); returns the path. OSError if it cannot be written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        path = folder / (f"conversation-{stamp}" + (f"-{n}" if n else "") + ".json")
+        if not path.exists():
+            save_conversation(conversation, path)
+            return path
+    raise OSError(f"no free file name in {folder}")

@@ -21,10 +21,11 @@ from engine.settings import Config
 from tui import messages as msg
 from tui.bindings import bindings_for
 from tui.controller import ChatController, Post
-from tui.model.conversation import Node
+from tui.model.conversation import Conversation, Node
 from tui.model.params import apply_preset, parse_param, step_param
-from tui.model.store import load_conversation
+from tui.model.store import KEPT_FOLDER, load_conversation, save_copy
 from tui.screens.dialogs import TextDialog, ValueDialog
+from tui.screens.replace_chat import DISCARD, SAVE, ReplaceChatDialog
 from tui.widgets.candidates import CandidatesPanel
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.key_bar import KeyBar
@@ -316,8 +317,39 @@ class ChatScreen(Screen[None]):
         if self.controller.busy:
             self.notify("Busy: Esc stops the reply first.")
             return
+        self.replace_chat("Start a new chat", self._new_chat)
+
+    def _new_chat(self) -> None:
+        if self.controller.busy:
+            return
         self.controller.new_chat()
         self._show_new_conversation()
+
+    def replace_chat(self, action: str, then: Callable[[], None]) -> None:
+        """Run `then` (which replaces the live chat) once the user chose: save the chat to a file
+        of its own first, discard it, or cancel. An empty chat is replaced without a question."""
+        conversation = self.controller.conversation
+        if conversation.root is None:
+            then()
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice == SAVE and not self._keep(conversation):
+                return  # not saved: nothing is replaced
+            if choice in (SAVE, DISCARD):
+                then()
+        self.app.push_screen(ReplaceChatDialog(action, len(conversation.path())), chosen)
+
+    def _keep(self, conversation: Conversation) -> bool:
+        """Save a copy beside the quit-time file; False (and one line) if that fails."""
+        folder = (self.saved_conversation.parent if self.saved_conversation else Path(".")) / KEPT_FOLDER
+        try:
+            path = save_copy(conversation, folder)
+        except OSError as exc:
+            self.notify(f"Could not save the chat, so it was kept open: {exc}", severity="error", timeout=15)
+            return False
+        self.notify(f"Saved the chat to {path}")
+        return True
 
     def _show_new_conversation(self) -> None:
         """Redraw the transcript for the controller's (new or resumed) conversation; no turn stats."""
@@ -345,6 +377,9 @@ class ChatScreen(Screen[None]):
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             self.notify(f"Could not read {path}: {reason}", severity="error", timeout=15)
             return
+        self.replace_chat("Resume the saved chat", lambda: self._resumed(conversation))
+
+    def _resumed(self, conversation: Conversation) -> None:
         if not self.controller.resume(conversation):
             self.notify("Busy: Esc stops the reply first.")
             return
