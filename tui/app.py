@@ -19,7 +19,7 @@ from textual.notifications import SeverityLevel
 from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
 from engine.settings import ConfigError, LoadedConfig, printable, save_settings, state_dir
-from tui.bindings import binding_ids, bindings_for
+from tui.bindings import binding_defaults, binding_ids, bindings_for
 from tui.commands import LogitscopeCommands
 from tui.controller import ChatController, Post
 from tui.keymap import build_keymap
@@ -79,7 +79,8 @@ class LogitscopeApp(App[None]):
         self.theme = theme
         problems += [problem] if problem else []
         user_file = self.loaded.user_path if self.loaded.user_path.is_file() else None
-        self.keymap, key_problems = build_keymap(self.loaded.config.keys, binding_ids(), user_file)
+        self.keymap, key_problems = build_keymap(self.loaded.config.keys, binding_ids(), user_file,
+                                                 defaults=binding_defaults())
         self.set_keymap(self.keymap)
         for line in problems + key_problems:
             self.notify(line, title="Config", severity="warning", timeout=20)

@@ -127,6 +127,12 @@ def binding_ids() -> list[str]:
     return [spec[1] for spec in ALL_SPECS]
 
 
+def binding_defaults() -> dict[str, tuple[str, str]]:
+    """Every binding id -> (where it acts, its default keys): what `tui.keymap` checks a
+    rebinding against, so that a key is never given to two bindings that are live together."""
+    return {spec[1]: (spec[0], spec[2]) for spec in ALL_SPECS}
+
+
 def key_table(keymap: dict[str, str] | None = None) -> list[tuple[str, str, str, str]]:
     """(id, key, description, where) for every binding, with the user's keymap applied."""
     keymap = keymap or {}

@@ -3,6 +3,8 @@
 Textual accepts any string as a key and silently never fires a binding it cannot match, and it
 ignores ids that no binding has. So a typo in the user's config would just do nothing; here it
 becomes one line naming the file, line and binding id instead, and that entry is left out.
+Likewise a key already used by a binding that is live at the same time (``ctrl+q`` for a
+parameter would take Quit away): one line naming both ids, and the entry is left out.
 
 A key string is Textual's: one or more keys separated by commas, each ``modifier+...+key``,
 e.g. ``"ctrl+up"``, ``"f2"``, ``"ctrl+shift+t, alt+t"``. A ``+`` key is written ``plus``.
@@ -16,9 +18,14 @@ from pathlib import Path
 
 from textual.keys import KEY_ALIASES, KEY_TO_UNICODE_NAME, REPLACED_KEYS, Keys
 
-from engine.settings import display_path, format_location
+from engine.settings import KeyLines, Problems, display_path
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
+# Bindings here act only while their widget has focus, so two of these places are never live
+# together; "app" and "screen" bindings are live whatever has focus.
+FOCUS_PLACES = frozenset({"input", "transcript", "candidates", "params"})
+
+Defaults = Mapping[str, tuple[str, str]]  # binding id -> (where it acts, default keys)
 
 
 def _named_keys() -> frozenset[str]:
@@ -65,23 +72,87 @@ def key_problem(keys: str) -> str | None:
 
 
 def build_keymap(
-    keys: Mapping[str, str], known_ids: Iterable[str], source: Path | None = None
+    keys: Mapping[str, str], known_ids: Iterable[str], source: Path | None = None,
+    defaults: Defaults | None = None,
 ) -> tuple[dict[str, str], list[str]]:
-    """The valid entries of `keys` (binding id -> key string, spaces tidied) and one problem
-    line per entry left out. `source` is the user's config file, for the line numbers."""
+    """The valid entries of `keys` (binding id -> key string, spaces tidied) and the problem
+    lines of the entries left out (twenty at most, then a count). `source` is the user's config
+    file, for the line numbers; with `defaults` (`tui.bindings.binding_defaults`), an entry
+    taking a key that a binding live at the same time already has is left out too."""
     known = set(known_ids)
-    text = _read_quietly(source)
+    report = _Reporter(source)
     keymap: dict[str, str] = {}
-    problems: list[str] = []
     for binding_id, value in keys.items():
         message = _entry_problem(binding_id, value, known)
         if message is None:
             keymap[binding_id] = ",".join(part.strip() for part in value.split(","))
-            continue
-        where = "config" if source is None else (
-            format_location(source, text, ("keys",), binding_id) if text else display_path(source))
-        problems.append(f"{where}: [keys] {binding_id}: {message}; ignored")
-    return keymap, problems
+        else:
+            report(binding_id, message)
+    if defaults is not None:
+        for binding_id, key, other in _drop_conflicts(keymap, defaults):
+            report(binding_id, f"{key!r} is already the key of {other}")
+    return keymap, report.problems.listed()
+
+
+class _Reporter:
+    """One line per bad entry, located from one scan of the file, twenty at most."""
+
+    def __init__(self, source: Path | None) -> None:
+        self.source = source
+        self.problems = Problems(source or Path("config"))
+        text = _read_quietly(source)
+        self._lines = KeyLines(text) if text else None
+
+    def __call__(self, binding_id: str, message: str) -> None:
+        if self.problems.full:
+            self.problems.add("")  # counted only
+            return
+        if self.source is None:
+            where = "config"
+        elif self._lines is None:
+            where = display_path(self.source)
+        else:
+            where = self._lines.location(self.source, ("keys",), binding_id)
+        self.problems.add(f"{where}: [keys] {binding_id}: {message}; ignored")
+
+
+def _keys_of(keys: str) -> list[str]:
+    return [part.strip() for part in keys.split(",") if part.strip()]
+
+
+def _live_together(place: str, other: str) -> bool:
+    """Whether bindings of the two places can both fire on one key press."""
+    return place == other or place not in FOCUS_PLACES or other not in FOCUS_PLACES
+
+
+def _conflict(keymap: Mapping[str, str], defaults: Defaults, binding_id: str) -> tuple[str, str] | None:
+    """(key, other id) if a key of `binding_id` is another live binding's, unless the two
+    shared it by design (Escape stops a reply and leaves the input)."""
+    place, default = defaults[binding_id]
+    for key in _keys_of(keymap[binding_id]):
+        for other, (other_place, other_default) in defaults.items():
+            if other == binding_id or not _live_together(place, other_place):
+                continue
+            if key in _keys_of(keymap.get(other, other_default)) and not (
+                    key in _keys_of(default) and key in _keys_of(other_default)):
+                return key, other
+    return None
+
+
+def _drop_conflicts(keymap: dict[str, str], defaults: Defaults) -> list[tuple[str, str, str]]:
+    """Leave out entries whose key is taken, latest first, until none clash; returns
+    (id, key, other id) per entry left out, in file order. The check uses every other entry
+    as applied, so a key another entry moves away from is free to take."""
+    order = list(keymap)
+    dropped = []
+    while True:
+        clashing = [(bid, found) for bid in keymap if bid in defaults
+                    if (found := _conflict(keymap, defaults, bid)) is not None]
+        if not clashing:
+            return sorted(dropped, key=lambda entry: order.index(entry[0]))
+        binding_id, (key, other) = clashing[-1]
+        del keymap[binding_id]
+        dropped.append((binding_id, key, other))
 
 
 def _entry_problem(binding_id: str, value: object, known: set[str]) -> str | None:

@@ -12,13 +12,17 @@ some of logitscope's variables borrows them from the built-in dark or light them
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from textual.app import App
 from textual.color import Color, ColorParseError
+from textual.css._styles_builder import StylesBuilder
+from textual.css.stylesheet import Stylesheet, StylesheetParseError
 from textual.theme import Theme
 
 from engine.settings import (
@@ -48,6 +52,9 @@ _COLOUR_KEYS = (
 )
 _NUMBER_KEYS = ("luminosity_spread", "text_alpha")
 _KNOWN_KEYS = {"name", "dark", "variables", *_COLOUR_KEYS, *_NUMBER_KEYS}
+# A theme's name is an identifier (config.toml's [ui] theme names it) that Textual's own theme
+# picker reads as markup: letters, digits, spaces and - _ . + only, so "[/]" cannot crash it.
+_NAME = re.compile(r"[\w .+-]{1,64}")
 
 
 class ThemeError(ValueError):
@@ -69,6 +76,45 @@ def _colour(value: object, key: tuple[str, ...]) -> str:
     return value
 
 
+def _css_property(name: str) -> str:
+    """The CSS property a theme variable is written into: a style (``block-cursor-text-style``,
+    or ``link-style-hover``, a property of its own), else a colour (every other variable Textual
+    generates, ``border`` and ``footer-key-foreground`` included, and all of logitscope's)."""
+    if "-style" not in name:
+        return "color"
+    return name if hasattr(StylesBuilder, f"process_{name.replace('-', '_')}") else "text-style"
+
+
+@cache
+def _styled_variables() -> frozenset[str]:
+    """The variables some stylesheet uses: every one Textual generates, and logitscope's."""
+    generated = Theme(name="probe", primary="#000000").to_color_system().generate()
+    return frozenset(generated) | frozenset(REQUIRED_VARIABLES)
+
+
+def _check_variable(name: str, value: str) -> None:
+    """Raise ThemeError unless `value` parses where Textual's CSS will put it.
+
+    Textual substitutes a variable into every rule that names it and refuses the whole
+    stylesheet (the app dies at start) if one value does not parse there, so each value of a
+    variable a stylesheet uses is parsed the same way first, alone. Only one plain value is
+    allowed: no ``;{}`` smuggling other rules in, no ``$`` reference to a variable that may not
+    exist. A variable no stylesheet names (the user's own) is never substituted: kept as is.
+    """
+    if name not in _styled_variables():
+        return
+    key = ("variables", name)
+    if any(ch in value for ch in ";{}$\n") or not value.strip():
+        raise ThemeError(f"variables.{name}: {value[:40]!r} is not a plain value", key)
+    sheet = Stylesheet()
+    sheet.add_source(f"Screen {{ {_css_property(name)}: {value}; }}", read_from=("theme", name))
+    try:
+        sheet.parse()
+    except StylesheetParseError:
+        kind = "colour" if _css_property(name) == "color" else "text style"
+        raise ThemeError(f"variables.{name}: {value[:40]!r} is not a {kind}", key) from None
+
+
 def _variables(raw: object, fallback: Mapping[str, str]) -> dict[str, str]:
     """The [variables] table, checked; missing app variables come from `fallback`."""
     if not isinstance(raw, dict):
@@ -77,7 +123,10 @@ def _variables(raw: object, fallback: Mapping[str, str]) -> dict[str, str]:
     for name, value in raw.items():
         if not isinstance(value, str):
             raise ThemeError(f"variables.{name} must be a string, got {value!r}", ("variables", name))
-        variables[name] = _colour(value, ("variables", name)) if name in REQUIRED_VARIABLES else value
+        if name in REQUIRED_VARIABLES:
+            _colour(value, ("variables", name))  # blended by the heatmap: a plain colour
+        _check_variable(name, value)
+        variables[name] = value
     return variables
 
 
@@ -93,6 +142,8 @@ def theme_from_data(data: Mapping[str, Any], fallback_variables: Mapping[str, st
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ThemeError("needs a name = \"...\"", ("name",))
+    if not _NAME.fullmatch(name.strip()):
+        raise ThemeError(f"name {name[:64]!r}: use letters, digits, spaces, - _ . + (at most 64)", ("name",))
     if "primary" not in data:
         raise ThemeError("needs a primary colour", ("primary",))
     dark = data.get("dark", True)

@@ -16,7 +16,10 @@ from engine.settings.config import (
     user_config_path,
 )
 from engine.settings.files import (
+    MAX_PROBLEMS,
     ConfigError,
+    KeyLines,
+    Problems,
     TomlProblem,
     display_path,
     format_location,
@@ -29,6 +32,9 @@ from engine.settings.safe_text import has_controls, printable, printable_json
 
 __all__ = [
     "COMPUTE_DTYPES",
+    "MAX_PROBLEMS",
+    "KeyLines",
+    "Problems",
     "Config",
     "ConfigError",
     "LoadedConfig",

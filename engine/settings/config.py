@@ -27,6 +27,8 @@ from engine.api import PARAM_LIMITS, ParamError, SamplingParams
 from engine.settings.paths import cache_dir, state_dir, user_config_dir
 from engine.settings.files import (
     ConfigError,
+    KeyLines,
+    Problems,
     TomlProblem,
     format_location,
     read_toml,
@@ -217,19 +219,29 @@ def _sampling_value(name: str, value: Any) -> Any:
 
 @dataclass
 class _Merge:
-    """One file being merged: its path and text (to locate keys) and the problems so far."""
+    """One file being merged: its path and text (to locate keys) and the problems so far
+    (the first twenty listed, the rest counted; the file is scanned for lines once)."""
 
     path: Path
     text: str
-    problems: list[str] = field(default_factory=list)
+    problems: Problems = field(init=False)
+    _lines: KeyLines | None = None
+
+    def __post_init__(self) -> None:
+        self.problems = Problems(self.path)
 
     def problem(self, table: tuple[str, ...], key: str | None, message: str) -> None:
         """Record one bad key as ``file:line: [table] key: message; ignored``."""
+        if self.problems.full:
+            self.problems.add("")  # counted only: nobody reads the 4,000th line
+            return
         if len(message) > 160:  # a pasted megabyte stays one readable line
             message = message[:157] + "..."
-        where = format_location(self.path, self.text, table, key)
+        if self._lines is None:
+            self._lines = KeyLines(self.text)
+        where = self._lines.location(self.path, table, key)
         label = ".".join(table) + (f"] {key}" if key is not None else "]")
-        self.problems.append(f"{where}: [{label}: {message}; ignored")
+        self.problems.add(f"{where}: [{label}: {message}; ignored")
 
 
 def _merge_dataclass(merge: _Merge, section: str, current: Any, raw: Mapping[str, Any]) -> Any:
@@ -334,7 +346,7 @@ def _apply_file(config: Config, path: Path, problems: list[str], *, required: bo
     data, text = result
     merge = _Merge(path, text)
     merged = _merge_file(merge, config, data)
-    problems.extend(merge.problems)
+    problems.extend(merge.problems.listed())
     return merged
 
 

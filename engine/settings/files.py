@@ -12,7 +12,7 @@ import re
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ _HEADER = re.compile(rf"^\s*\[\s*({_KEY_PART}(?:\s*\.\s*{_KEY_PART})*)\s*\]")
 _ASSIGN = re.compile(rf"^\s*({_KEY_PART}(?:\s*\.\s*{_KEY_PART})*)\s*=")
 _PART = re.compile(_KEY_PART)
 
+MAX_DEPTH = 16  # tables and arrays inside each other; settings and themes need 4
+MAX_PROBLEMS = 20  # lines listed per file; the rest are counted in one more line
+
 
 def display_path(path: Path) -> str:
     """A path as the user would type it: the home folder shortened to ``~``."""
@@ -71,11 +74,34 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str] | TomlProblem:
 
 
 def parse_toml(text: str, shown: str) -> dict[str, Any] | TomlProblem:
-    """Parse TOML text; a syntax error becomes one line naming `shown` (the file), line, column."""
+    """Parse TOML text; a syntax error becomes one line naming `shown` (the file), line, column.
+
+    A file nested deeper than `MAX_DEPTH` is refused whole: tomllib recurses into nested arrays
+    and inline tables (800 levels raise `RecursionError`), and it builds a dotted header
+    ``[a.a.a...]`` of any depth without recursing, which everything that walks the result later
+    (merging, saving) would then do.
+    """
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return TomlProblem(_syntax_message(shown, text, str(exc)))
+    except RecursionError:
+        data = None
+    if data is None or _too_deep(data):
+        return TomlProblem(f"{shown}: nested too deeply (more than {MAX_DEPTH} levels) to be a settings file")
+    return data
+
+
+def _too_deep(data: dict[str, Any]) -> bool:
+    """Whether tables and arrays nest more than `MAX_DEPTH` levels (a loop, not a recursion)."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def _syntax_message(shown: str, text: str, message: str) -> str:
@@ -99,40 +125,87 @@ def _split_key(dotted: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def find_line(text: str, target: tuple[str, ...]) -> int | None:
-    """The 1-based line where the key path `target` (table parts + key) is set, or None.
+class KeyLines:
+    """Where each key path of a file is set, from one scan of its text.
 
     A scan, not a parser: it follows ``[table]`` headers and ``key =`` lines, which is what
     settings files are made of. An inline table holding the key counts as the key's line.
+    Built once per file, so reporting n problems is linear (a scan per problem took 46 s for
+    4,000 bad ``[keys]`` lines).
     """
-    current: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), 1):
-        header = _HEADER.match(line)
-        if header and not line.lstrip().startswith("[["):
-            current = _split_key(header.group(1))
-            if current[: len(target)] == target:
-                return number
-            continue
-        assign = _ASSIGN.match(line)
-        if assign:
-            path = current + _split_key(assign.group(1))
-            if path[: len(target)] == target or target[: len(path)] == path:
-                return number
-    return None
+
+    def __init__(self, text: str) -> None:
+        self._under: dict[tuple[str, ...], int] = {}  # a path -> first line setting it or inside it
+        self._at: dict[tuple[str, ...], int] = {}  # a path -> first line assigning exactly it
+        current: tuple[str, ...] = ()
+        for number, line in enumerate(text.splitlines(), 1):
+            header = _HEADER.match(line)
+            if header and not line.lstrip().startswith("[["):
+                current = _split_key(header.group(1))
+                self._mark_under(current, number)
+                continue
+            assign = _ASSIGN.match(line)
+            if assign:
+                path = current + _split_key(assign.group(1))
+                self._mark_under(path, number)
+                self._at.setdefault(path, number)
+
+    def _mark_under(self, path: tuple[str, ...], number: int) -> None:
+        for end in range(len(path) + 1):
+            self._under.setdefault(path[:end], number)
+
+    def line(self, target: tuple[str, ...]) -> int | None:
+        """The first line that sets `target`, something inside it, or a table value holding it."""
+        found = [self._under.get(target)] + [self._at.get(target[:end]) for end in range(1, len(target))]
+        return min((line for line in found if line is not None), default=None)
+
+    def location(self, path: Path, table: tuple[str, ...], key: str | None = None) -> str:
+        """``~/.config/logitscope/config.toml:12`` for the key, or just the file if not found.
+
+        A dotted key such as ``param.temperature.up`` is looked for both quoted (one key) and
+        bare (nested keys), since both spell the same setting.
+        """
+        targets = [table] if key is None else [table + (key,), table + tuple(key.split("."))]
+        for target in targets:
+            line = self.line(target)
+            if line is not None:
+                return f"{display_path(path)}:{line}"
+        return display_path(path)
+
+
+def find_line(text: str, target: tuple[str, ...]) -> int | None:
+    """The 1-based line where the key path `target` (table parts + key) is set, or None."""
+    return KeyLines(text).line(target)
 
 
 def format_location(path: Path, text: str, table: tuple[str, ...], key: str | None = None) -> str:
-    """``~/.config/logitscope/config.toml:12`` for the key, or just the file if not found.
+    """One key's location (see `KeyLines.location`); to locate many, build one `KeyLines`."""
+    return KeyLines(text).location(path, table, key)
 
-    A dotted key such as ``param.temperature.up`` is looked for both quoted (one key) and bare
-    (nested keys), since both spell the same setting.
-    """
-    targets = [table] if key is None else [table + (key,), table + tuple(key.split("."))]
-    for target in targets:
-        line = find_line(text, target)
-        if line is not None:
-            return f"{display_path(path)}:{line}"
-    return display_path(path)
+
+@dataclass
+class Problems:
+    """One file's problem lines: the first `MAX_PROBLEMS` kept, the rest only counted, so a file
+    of 4,000 bad lines is 21 lines for the user (and locating stops once nobody will read it)."""
+
+    path: Path
+    lines: list[str] = field(default_factory=list)
+    more: int = 0
+
+    @property
+    def full(self) -> bool:
+        return len(self.lines) >= MAX_PROBLEMS
+
+    def add(self, line: str) -> None:
+        if self.full:
+            self.more += 1
+        else:
+            self.lines.append(line)
+
+    def listed(self) -> list[str]:
+        """The kept lines, then how many more there were."""
+        tail = [f"{display_path(self.path)}: {self.more} more problems not listed"] if self.more else []
+        return self.lines + tail
 
 
 def write_toml_atomically(path: Path, data: dict[str, Any]) -> None:
