@@ -10,11 +10,16 @@ from typing import Any
 
 import pytest
 
-from engine.settings import load_config, read_toml, TomlProblem
+from engine.settings import TomlProblem, load_config, read_toml
 from engine.settings.files import MAX_PROBLEMS
 from tui.bindings import binding_defaults, binding_ids
 from tui.keymap import build_keymap
-from tui.themes import ThemeError, load_builtin_themes, load_user_themes, theme_from_data
+from tui.themes import (
+    ThemeError,
+    load_builtin_themes,
+    load_user_themes,
+    theme_from_data,
+)
 
 
 def write(path: Path, text: str) -> Path:

@@ -1,7 +1,8 @@
 """The command palette: every bound action, every preset, every theme and "set <param>…".
 
 Built from the same binding table as the keys and the help screen, so a new binding is in the
-palette without anyone remembering to add it.
+palette without anyone remembering to add it. Labels are plain text (`Content`, never markup);
+preset and theme names come from config files, so their control characters are made visible.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Awaitable, Callable
 from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
 
+from engine.settings import printable
 from tui.bindings import ALL_SPECS
 from tui.model.params import PANEL_PARAMS
 
@@ -38,9 +40,9 @@ class LogitscopeCommands(Provider):
         for name, label in PANEL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
         for preset in chat.config.presets:
-            out.append((f"Preset: {preset}", partial(chat.apply_preset, preset), "Apply this preset"))
+            out.append((f"Preset: {printable(preset)}", partial(chat.apply_preset, preset), "Apply this preset"))
         for theme in sorted(app.available_themes):
-            out.append((f"Theme: {theme}", partial(setattr, app, "theme", theme), "Switch theme"))
+            out.append((f"Theme: {printable(theme)}", partial(setattr, app, "theme", theme), "Switch theme"))
         return out
 
     async def discover(self) -> Hits:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from textual.widgets import Input
+from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
 
 from engine.api import EngineError
 from engine.fake import ScriptedEngine, ScriptedToken
@@ -22,7 +23,6 @@ from tui.model.store import last_conversation_path, save_conversation
 from tui.screens.model_picker import ModelPicker
 from tui.widgets.params_panel import ParamsPanel
 from tui.widgets.status_bar import StatusBar
-from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
 
 MARKUP = ("[/]", "[bold]x[/]", "[link=x]y[/link]")
 ESCAPES = ("\x1b]52;c;aGk=\x07", "\x1b]0;TITLE\x07", "\x1b[2J", "\x1b")
@@ -41,7 +41,7 @@ def assert_safe(text: str, *, markup: bool = True) -> None:
 
 
 def test_printable_makes_every_control_visible_but_newline_and_tab() -> None:
-    text = "".join(chr(c) for c in range(0x00, 0xA0))
+    text = "".join(chr(c) for c in range(0xA0))
     shown = printable(text)
     assert [ch for ch in shown if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0] == ["\t", "\n"]
     assert printable("\x1b]0;T\x07") == "␛]0;T␇" and printable("\x9b2J") == "\\x9b2J"
@@ -183,3 +183,17 @@ async def test_model_picker_rows_are_literal(make_app: Any, monkeypatch: pytest.
         await pilot.pause()
         text = screen_text(app)
         assert "org/[bold]x[/]␛]0;TITLE␇" in text and "\x1b" not in text
+
+
+async def test_a_preset_name_in_the_command_palette(make_app: Any) -> None:
+    from textual.command import CommandPalette
+
+    app = make_app(config_text='[presets."zq[b]p[/]\\u001b[2J"]\ntemperature = 0.5\n')
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"zq")
+        await wait_until(pilot, lambda: "zq[b]p[/]" in screen_text(app))
+        text = screen_text(app)
+        assert "zq[b]p[/]␛[2J" in text and "\x1b" not in text
