@@ -249,7 +249,8 @@ def family_config(family: str, vocab_size: int, eos_token_id: int, **overrides: 
     config: dict[str, Any] = {"model_type": family, **_BASE, **own}
     if "n_positions" not in own and family not in _NO_STATED_LENGTH:  # as the family's published configs
         config["max_position_embeddings"] = 512
-    config.update(vocab_size=vocab_size, eos_token_id=eos_token_id, torch_dtype="bfloat16", **overrides)
+    config.update(vocab_size=vocab_size, eos_token_id=eos_token_id, bos_token_id=eos_token_id, pad_token_id=eos_token_id,
+                  torch_dtype="bfloat16", **overrides)
     return config
 
 
