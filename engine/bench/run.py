@@ -14,6 +14,7 @@ from engine.bench.engine_sections import branch_section, decode_section, ttft_se
 from engine.bench.machine import describe
 from engine.bench.process_section import process_section
 from engine.bench.report import Report, Section
+from engine.bench.rewind_section import rewind_section
 from engine.bench.sampler_section import sampler_section
 from engine.bench.tui_section import tui_section
 from engine.bench.turns import Contenders, open_contenders
@@ -40,6 +41,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         ("decode", "Decode speed: Engine (10 candidates/token) vs plain mlx-lm, temp 0.7 top-p 0.9"),
         ("ttft", f"Time to first token with {plan.history_tokens:,} tokens of history"),
         ("branch", "Branching: continue from an alternative mid-reply"),
+        ("rewind", "Regenerate on caches that cannot be trimmed (SSM, hybrid): rebuild vs snapshot"),
         ("sampler", "Sampler cost per token"),
         ("blas-dtype", "Fast BLAS and compute dtype (plain mlx-lm, a fresh process per configuration)"),
         ("tui", "TUI: stream throughput, key latency, start-up"),
@@ -56,6 +58,9 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
             await _engine_sections(sections, plan, name if spec is None else "model", contenders, progress)
         finally:
             await contenders.engine.close()
+    if "rewind" in sections:
+        progress("bench: rewind (Mamba-2, hybrid)")
+        rewind_section(sections["rewind"], scratch, plan.history_tokens, plan.rounds)
     if "sampler" in sections:
         progress("bench: sampler")
         sampler_section(sections["sampler"], plan.sampler_vocabs, plan.sampler_iterations, plan.rounds)
