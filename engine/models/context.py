@@ -15,8 +15,9 @@ The rules:
 - a sliding window bounds what a layer attends to, not how many positions the model takes, and
   RoPE scaling factors are not multiplied in (the configs that use them already state the
   extended length in `max_position_embeddings`): the limit stays the stated one, the safe side;
-- when nothing states a limit (Falcon, Mamba), the engine says so once and uses
-  `DEFAULT_CONTEXT`, or the user's `[model] max_context` when set.
+- when nothing states a limit (Falcon, Mamba), the engine says so once (`ContextLimit.note`,
+  carried by `ModelInfo.notes`) and uses the user's `[model] max_context` when set, else
+  mlx-lm's default for the family or `DEFAULT_CONTEXT`, whichever is smaller.
 
 Plain data in, plain data out: no MLX import here (the model is only walked for its table).
 """
