@@ -118,3 +118,38 @@ async def test_three_turns_a_regenerate_and_a_branch_prefill_only_new_ids(
     branched = await _turn(engine, fed, [*conversation, branch], continue_last=True)
     assert (branched.reused_tokens, branched.prefilled_tokens) == (again.prompt_tokens + i, 1)
     assert list(branched.token_ids[i + 1 :]) == cold_greedy(path, branched.prompt_ids, GREEDY.max_tokens)
+
+
+def _stopping_on(path: Path, folder: Path, stop_id: int) -> Path:
+    """A copy of a family model that also stops on `stop_id`, which the template renders as its
+    end-of-turn marker (the tokenizer's eos token), as a real model's own stop token is."""
+    import json
+    import shutil
+
+    shutil.copytree(path, folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config["eos_token_id"] = [config["eos_token_id"], stop_id]
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    settings["eos_token"] = load_tokenizer(path).convert_ids_to_tokens(stop_id)
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_stop_token_the_model_wrote_stays_right_after_its_reply(
+    family_root: Path, tmp_path: Path, engine: Engine, fed: list[int], kind: Kind
+) -> None:
+    """Llama-2 renders ``' ' + eos`` after a reply; the model wrote its stop token right after its
+    last token, so that is where the next prompt has it, and the cache keeps it."""
+    path = family_model(family_root, kind, "llama2")
+    await engine.load(str(path))
+    _, probe = await run(engine, _conversation(None))
+    stop = probe.token_ids[2]  # the model's third token: now its stop token
+    await engine.load(str(_stopping_on(path, tmp_path / "stopping", stop)))
+    fed.clear()
+    first = await _turn(engine, fed, _conversation(None))
+    assert first.finish_reason == "stop" and 1 <= first.generated_tokens <= 2
+    second = await _turn(engine, fed, _conversation(None, reply(first), Message("user", USER2)), first, stop)
+    assert second.prompt_ids[len(first.prompt_ids) + first.generated_tokens] == stop
+    assert second.reused_tokens == first.prompt_tokens + first.generated_tokens + 1  # the stop token too
