@@ -4,7 +4,10 @@ over two turns (the second prefills over a cache, as a follow-up does).
 
 Each family is a tiny random-weight model built by `tinymodels.build_family`, in bfloat16 and in
 4-bit. The reference is mlx-lm's own `generate_step` on this (the test's) thread, which the fast
-routes never serve, with the model cast to float32 (the engine's compute dtype on a CPU).
+routes never serve, with the model cast to float32 (the engine's compute dtype on a CPU). In this
+process MLX was imported before OpenBLAS could be put under it, so the matrix runs once more in a
+fresh interpreter that does that first (`tests/fastblas_first.py`), where the speed-ups that need
+a fast BLAS (4-bit layers unpacked for prompts, gemv forwarding) are on too.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -24,7 +28,8 @@ from tinymodels import LATENT_ATTENTION_FAMILIES, build_family
 from engine.api import Message, TokenEvent
 from engine.client import Engine
 
-# Each family in bfloat16 and 4-bit; the whole matrix takes ~15 s (the slowest case ~1 s), so none is marked slow.
+# Each family in bfloat16 and 4-bit: the whole matrix takes ~15 s (the slowest case ~1 s); its rerun with
+# OpenBLAS under MLX, as long again, is marked slow.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
             "granite", "starcoder2", "cohere", "internlm2", "glm4", "gpt2", "gpt_bigcode", "deepseek_v2",
             "deepseek_v2_lite", "deepseek_v3", "minicpm3", "youtu_llm", "mamba2", "granitemoehybrid")
@@ -85,6 +90,7 @@ async def test_family_equals_plain_mlx_lm_in_float32(
         assert engine.model is not None and engine.model.blas.startswith("OpenBLAS")
 
 
+@pytest.mark.slow  # the matrix again, ~15 s
 @pytest.mark.skipif(bool(os.environ.get(INNER_RUN)), reason="this is the run it starts")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fast BLAS is Linux-only")
 def test_family_matrix_with_openblas_under_mlx() -> None:
