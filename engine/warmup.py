@@ -54,6 +54,7 @@ def warm_cache(
         return 0
     kept = session.keep_prefix(prefix)
     with mx.stream(session.stream):
+        session.snapshot()  # the last reply's end: a message other than the draft rewinds here (SSM caches)
         if session.prefill(prefix[kept:], should_stop, chunk=WARM_CHUNK) and not should_stop():
             session.reserve(ROOM)
     return common_prefix_len(session.tokens, prefix)

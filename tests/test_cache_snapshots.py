@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import GREEDY, reply, run
-from test_engine_cache import assert_fed_exactly
+from test_engine_cache import assert_fed_exactly, unfed
 from tinymodels import build_family
 
 from engine.api import Message, TurnFinished
@@ -96,6 +96,12 @@ async def test_rewinds_after_a_long_history_prefill_only_the_new_turn(
     assert changed.reused_tokens == second.reused_tokens
     assert changed.prefilled_tokens == changed.prompt_tokens - second.reused_tokens < 20
     assert_fed_exactly(fed, changed)
+    await engine.prepare([*edited, reply(changed)], draft="the cat sat on")  # warm while typing
+    fed.clear()
+    sent = [*edited, reply(changed), Message("user", "the dog ran")]  # not what the draft began with
+    _, typed = await run(engine, sent)  # back to where the warm-up started: the end of the last reply
+    assert typed.reused_tokens == changed.prompt_tokens + changed.generated_tokens - unfed(changed)
+    assert_fed_exactly(fed, typed)
     # the rebuild path (a fresh engine) gives the same tokens: the restored state is the right one
     assert branched.token_ids == (await cold(path, [*conversation, branch], continue_last=True)).token_ids
     assert changed.token_ids == (await cold(path, edited)).token_ids
