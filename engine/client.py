@@ -24,6 +24,7 @@ from engine.api import (
     TurnFinished,
 )
 from engine.worker import (
+    CLOSE_WAIT_S,
     CountCommand,
     EngineOptions,
     EngineWorker,
@@ -159,14 +160,18 @@ class Engine:
             control.cancelled.set()
 
     async def close(self) -> None:
-        """Stop and join the engine thread, freeing the model there. Idempotent."""
+        """Stop and join the engine thread, freeing the model there. Idempotent.
+
+        Waits at most `CLOSE_WAIT_S`: a thread still busy (a template being stopped, a long
+        prefill chunk) finishes its command and stops on its own; it is a daemon, so it never
+        holds the process's exit."""
         if self._closed:
             return
         self._closed = True
         self.cancel()
         self._model = None
         if self._worker is not None:
-            await asyncio.to_thread(self._worker.stop)
+            await asyncio.to_thread(self._worker.stop, CLOSE_WAIT_S)  # a busy thread is left behind
 
     def _ensure_worker(self) -> EngineWorker:
         """The worker, started lazily so constructing an Engine costs nothing (no thread, no MLX)."""

@@ -30,6 +30,7 @@ from engine.api import (
 )
 from engine.models import one_line
 from engine.models.context import ContextLimit, model_context_limit
+from engine.watchdog import Watchdog, bounded
 
 if TYPE_CHECKING:
     from engine.backend import SpeedLayer
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from engine.session import Session
 
 Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
+RENDER_LIMIT_S = 5.0  # the longest one rendering of a model's chat template may run (engine.watchdog)
+CLOSE_WAIT_S = 2.0  # the longest closing waits for the engine thread (a daemon: it cannot hold the exit)
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ class EngineWorker:
         self._death: EngineError | None = None  # why the thread ended unasked, once it has
         self._current: Command | None = None  # the command the thread is running
         self._session: Session | None = None  # the loaded model and its cache (on the thread only)
+        self._watchdog: Watchdog | None = None  # stops a chat template that renders too long
         self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
         self._thread.start()
         # A daemon thread left running at interpreter exit can abort the process from MLX's
@@ -146,7 +150,7 @@ class EngineWorker:
 
     def _stop_at_exit(self) -> None:
         """The atexit hook: bounded, so a wedged turn cannot hang interpreter exit forever."""
-        self.stop(timeout=10)
+        self.stop(timeout=CLOSE_WAIT_S)
 
     def _run(self) -> None:
         """The thread's body: set the speed layer up before MLX loads, serve commands, tear down here.
@@ -207,6 +211,8 @@ class EngineWorker:
             loaded = load_model(
                 command.spec, trust_remote_code=command.trust_remote_code, on_progress=command.on_progress
             )
+            self._watchdog = self._watchdog or Watchdog()
+            _bound_template(loaded.tokenizer, self._watchdog, Path(command.spec).expanduser().name or loaded.name)
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
@@ -273,6 +279,20 @@ class EngineWorker:
         except Exception as exc:
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
+
+
+def _bound_template(tokenizer: Any, watchdog: Watchdog, name: str) -> None:
+    """Bound every rendering of this tokenizer's chat template to `RENDER_LIMIT_S`.
+
+    The template is a stranger's program, run at every turn, warm-up and count; one that loops
+    for minutes is stopped with one EngineError naming the model instead of hanging the engine.
+    """
+    render = tokenizer.apply_chat_template
+
+    def apply_chat_template(*args: Any, **kwargs: Any) -> Any:
+        return bounded(watchdog, RENDER_LIMIT_S, f"The chat template of {name[:80]}", lambda: render(*args, **kwargs))
+
+    tokenizer.apply_chat_template = apply_chat_template
 
 
 def _refuse(command: Command, error: EngineError) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,48 @@ def test_logitscope_run_exits_with_one_line_when_the_engine_dies(chatml_model: P
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == ["logitscope: The engine stopped: undefined symbol: logitscope_gemv_forward_init"]
+
+
+LOOPING = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}never"
+
+
+@pytest.fixture
+def looping_model(chatml_model: Path, tmp_path: Path) -> Path:
+    """The tiny chat model with a template that would render for hours."""
+    folder = tmp_path / "looping-model"
+    shutil.copytree(chatml_model, folder)
+    config_file = folder / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["chat_template"] = LOOPING
+    config_file.write_text(json.dumps(config))
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    return folder
+
+
+async def test_a_template_that_never_ends_is_stopped_with_its_name(looping_model: Path, chatml_model: Path,
+                                                                   engine: Engine,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("engine.worker.RENDER_LIMIT_S", 0.5)
+    await engine.load(str(looping_model))
+    started = time.monotonic()
+    with pytest.raises(EngineError, match=r"^The chat template of looping-model ran for over 0.5 s and was stopped"):
+        await asyncio.wait_for(run(engine, [Message("user", "hi")]), 30)
+    assert time.monotonic() - started < 5
+    await asyncio.wait_for(engine.prepare([Message("user", "hi")]), 30)  # a warm-up gives up the same way
+    await engine.load(str(chatml_model))  # and the engine goes on
+    _, finished = await run(engine, [Message("user", "hi")])
+    assert finished.generated_tokens > 0
+
+
+async def test_closing_never_waits_long_on_a_busy_engine_thread(looping_model: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("engine.worker.RENDER_LIMIT_S", 4.0)  # the thread stays busy past the close
+    eng = Engine()
+    await eng.load(str(looping_model))
+    turn = asyncio.ensure_future(run(eng, [Message("user", "hi")]))
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    await eng.close()
+    assert time.monotonic() - started < 3
+    turn.cancel()
+    await asyncio.gather(turn, return_exceptions=True)
