@@ -61,7 +61,7 @@ SPEED_LAYER = "engine.cpu"
 ENGINE_PROPER = frozenset({
     "engine.api", "engine.backend", "engine.client", "engine.fake", "engine.lastrow", "engine.penalties",
     "engine.precision", "engine.prompt", "engine.sampling", "engine.session", "engine.snapshots", "engine.textstream",
-    "engine.turn", "engine.warmup", "engine.worker",
+    "engine.turn", "engine.warmup", "engine.watchdog", "engine.worker",
 })
 TUI_MAY_IMPORT = frozenset({"engine.api", "engine.client", "engine.fake", "engine.settings", "engine.models"})
 
