@@ -153,3 +153,16 @@ async def test_a_stop_token_the_model_wrote_stays_right_after_its_reply(
     second = await _turn(engine, fed, _conversation(None, reply(first), Message("user", USER2)), first, stop)
     assert second.prompt_ids[len(first.prompt_ids) + first.generated_tokens] == stop
     assert second.reused_tokens == first.prompt_tokens + first.generated_tokens + 1  # the stop token too
+
+
+@pytest.mark.parametrize("opening", ["assistant", "system"])
+def test_a_chat_opening_with_a_reply_renders_as_the_template_says(family_root: Path, opening: str) -> None:
+    """A greeting before any user message had no generation prompt before it: the template's own
+    rendering of the whole chat is used (the reply's ids spliced where its text stands)."""
+    tok = load_tokenizer(family_model(family_root, "bpe", "chatml"))
+    greeting = tuple(tok.encode(" Hello, how are you?", add_special_tokens=False))
+    messages = [Message("system", SYSTEM)] if opening == "system" else []
+    messages += [Message("assistant", " Hello, how are you?", greeting), Message("user", USER1)]
+    expected = tok.apply_chat_template([{"role": m.role, "content": m.text} for m in messages], tokenize=True,
+                                       add_generation_prompt=True)
+    assert render_prompt(tok, messages, continue_last=False) == list(expected)
