@@ -197,3 +197,23 @@ async def test_a_preset_name_in_the_command_palette(make_app: Any) -> None:
         await wait_until(pilot, lambda: "zq[b]p[/]" in screen_text(app))
         text = screen_text(app)
         assert "zq[b]p[/]␛[2J" in text and "\x1b" not in text
+
+
+async def test_pasted_text_in_the_chat_input(make_app: Any) -> None:
+    """A paste (a web page, another terminal) is the one way an ESC gets into the input."""
+    from textual.events import Paste
+
+    from tui.widgets.chat_input import ChatInput
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        chat_input = app.screen.query_one(ChatInput)
+        app.post_message(Paste("paste " + HOSTILE))  # as the terminal delivers it
+        await wait_until(pilot, lambda: "paste" in chat_input.text)
+        assert chat_input.text == "paste " + printable(HOSTILE)
+        assert_safe(screen_text(app))
+        chat_input.clear()
+        app.post_message(Paste("one\r\ntwo\rthree"))
+        await wait_until(pilot, lambda: "three" in chat_input.text)
+        assert chat_input.text == "one\ntwo\nthree"

@@ -77,7 +77,7 @@ class ModelPicker(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Switch model  (Enter loads it and starts a new chat, Esc cancels)")
+            yield Label("Switch model  (Enter loads it, the chat stays; Esc cancels)")
             yield Input(placeholder="filter, or type a local folder or Hugging Face repo id", id="spec")
             yield OptionList(id="models")
             yield Label("Looking for models in the Hugging Face cache…", id="note", classes="hint")

@@ -5,11 +5,13 @@ first/last line recall earlier messages (like a shell). A pause in typing is ann
 from __future__ import annotations
 
 from textual import on
+from textual.events import Paste
 from textual.timer import Timer
 from textual.widgets import TextArea
 
 from tui.bindings import bindings_for
 from tui.messages import DraftPaused, Submitted
+from tui.safe_text import printable
 
 DRAFT_PAUSE_S = 0.4  # typing stopped this long: the draft is worth reading ahead
 
@@ -29,6 +31,13 @@ class ChatInput(TextArea):
         self._history_at: int | None = None  # index into history while recalling
         self._draft = ""
         self._pause: Timer | None = None  # restarted by every edit; fires DraftPaused
+
+    def _on_paste(self, event: Paste) -> None:
+        """A paste is the one way a control character gets in (a key press is a key, not a
+        character): it is made visible here, before TextArea's own handler (called after this
+        one) inserts it, so an ESC in it never reaches the terminal, now or when it is shown as
+        a sent message. Line ends from other systems (CRLF, CR) are newlines, not ␍."""
+        event.text = printable(event.text.replace("\r\n", "\n").replace("\r", "\n"))
 
     def action_send(self) -> None:
         """Send once the keys typed before Enter are in the text.
