@@ -36,7 +36,8 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class TextEncoder:
-    """A tokenizer's `encode` for text runs, remembering the most recent ones.
+    """A tokenizer's `encode` for text runs, remembering the most recent ones (and the template
+    texts the runs come from, `rendered`).
 
     Why: every turn renders the whole conversation again (a template may change earlier text), so
     the same user messages and template pieces are tokenized turn after turn; only the newest one
@@ -54,8 +55,14 @@ class TextEncoder:
         self._known: OrderedDict[tuple[str, bool], tuple[int, ...]] = OrderedDict()
         self._rendered: OrderedDict[tuple[object, ...], str] = OrderedDict()
         self.stop_texts = _stop_texts(tokenizer)
-        # Whether separately encoded text gains a leading id: "b" alone and after a newline.
-        self._prefixes = self._encode("\nb")[-1:] != self._encode("b")
+        self._prefixes = self._adds_prefix()
+
+    def _adds_prefix(self) -> bool:
+        """Whether separately encoded text gains a leading id: "b" alone and after a newline."""
+        try:
+            return self._encode("\nb")[-1:] != self._encode("b")
+        except Exception:  # noqa: BLE001 - a tokenizer that cannot say: its turns report what fails
+            return False
 
     def __call__(self, text: str) -> list[int]:
         """The ids of `text` at the start of a prompt, without special tokens added (exactly what
