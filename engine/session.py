@@ -48,7 +48,6 @@ class Session:
         self.tokens: list[int] = []  # exactly the ids whose keys/values are in `cache`, in order
         self.snapshots = CacheSnapshots()  # of the layers that cannot be trimmed, at turn boundaries
         self.rebuilds = 0  # how often a non-trimmable cache had to be thrown away (for tests, stats)
-        self.restores = 0  # how often it was put back to a snapshot instead
 
     def reuse_prefix(self, prompt: Sequence[int]) -> int:
         """Cut the cache back to what `prompt` shares with it; returns how many ids are reused.
@@ -79,7 +78,6 @@ class Session:
             if kept is None:
                 self.reset_cache()
                 return 0
-            self.restores += 1
         del self.tokens[kept:]
         self.snapshots.forget_after(kept)
         return kept
