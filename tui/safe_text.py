@@ -14,9 +14,17 @@ from textual.content import Content
 
 from engine.settings import printable
 
-__all__ = ["literal", "printable"]
+__all__ = ["literal", "pasted", "printable"]
 
 
 def literal(text: str, style: str = "") -> Content:
     """`text` exactly as it is, controls made visible, in one optional `style`."""
     return Content.styled(printable(text), style) if style else Content(printable(text))
+
+
+def pasted(text: str) -> str:
+    """A paste, as an input should take it: line ends from other systems (CRLF, CR) become
+    newlines, every other control character is made visible. Textual's TextArea and Input
+    draw what they hold raw, and a paste is the one way a control character gets in (a key
+    press arrives as a key, never as ESC)."""
+    return printable(text.replace("\r\n", "\n").replace("\r", "\n"))

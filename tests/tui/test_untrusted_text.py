@@ -217,3 +217,17 @@ async def test_pasted_text_in_the_chat_input(make_app: Any) -> None:
         app.post_message(Paste("one\r\ntwo\rthree"))
         await wait_until(pilot, lambda: "three" in chat_input.text)
         assert chat_input.text == "one\ntwo\nthree"
+
+
+async def test_pasted_text_in_a_dialog_input(make_app: Any) -> None:
+    from textual.events import Paste
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+o")
+        await wait_until(pilot, lambda: isinstance(app.screen, ModelPicker))
+        app.post_message(Paste("~/m " + HOSTILE))
+        await wait_until(pilot, lambda: "~/m" in app.screen.query_one(Input).value)
+        assert app.screen.query_one(Input).value == "~/m " + printable(HOSTILE)
+        assert_safe(screen_text(app))

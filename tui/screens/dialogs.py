@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, TextArea
 
 from tui.safe_text import literal, printable
+from tui.widgets.plain_input import PlainInput
 
 Validate = Callable[[str], "str | None"]  # the problem as one line, or None when the text is fine
 
@@ -44,7 +45,7 @@ class ValueDialog(Dialog):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(literal(self.title_text))
-            yield Input(self.value, id="value")
+            yield PlainInput(self.value, id="value")
             yield Label(literal(self.hint), classes="hint")
             yield Label("", id="error", classes="error")
 

@@ -21,6 +21,7 @@ from textual.worker import Worker, WorkerState
 from engine.models import ModelEntry
 from tui.safe_text import literal, printable
 from tui.screens.dialogs import Dialog
+from tui.widgets.plain_input import PlainInput
 
 ListModels = Callable[[], list[ModelEntry]]
 _SOURCES = {"demo": "built-in", "recent": "recent", "cache": "HF cache"}
@@ -78,7 +79,7 @@ class ModelPicker(Dialog):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("Switch model  (Enter loads it, the chat stays; Esc cancels)")
-            yield Input(placeholder="filter, or type a local folder or Hugging Face repo id", id="spec")
+            yield PlainInput(placeholder="filter, or type a local folder or Hugging Face repo id", id="spec")
             yield OptionList(id="models")
             yield Label("Looking for models in the Hugging Face cache…", id="note", classes="hint")
 

@@ -11,7 +11,7 @@ from textual.widgets import TextArea
 
 from tui.bindings import bindings_for
 from tui.messages import DraftPaused, Submitted
-from tui.safe_text import printable
+from tui.safe_text import pasted
 
 DRAFT_PAUSE_S = 0.4  # typing stopped this long: the draft is worth reading ahead
 
@@ -33,11 +33,10 @@ class ChatInput(TextArea):
         self._pause: Timer | None = None  # restarted by every edit; fires DraftPaused
 
     def _on_paste(self, event: Paste) -> None:
-        """A paste is the one way a control character gets in (a key press is a key, not a
-        character): it is made visible here, before TextArea's own handler (called after this
-        one) inserts it, so an ESC in it never reaches the terminal, now or when it is shown as
-        a sent message. Line ends from other systems (CRLF, CR) are newlines, not ␍."""
-        event.text = printable(event.text.replace("\r\n", "\n").replace("\r", "\n"))
+        """Defuse a paste (`tui.safe_text.pasted`) before TextArea's own handler, which Textual
+        calls after this one, inserts it: an ESC in it never reaches the terminal, now or when
+        it is shown as a sent message."""
+        event.text = pasted(event.text)
 
     def action_send(self) -> None:
         """Send once the keys typed before Enter are in the text.
