@@ -213,6 +213,7 @@ class EngineWorker:
             )
             self._watchdog = self._watchdog or Watchdog()
             _bound_template(loaded.tokenizer, self._watchdog, Path(command.spec).expanduser().name or loaded.name)
+            _quiet_length_warning(loaded.tokenizer)
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
             )
@@ -293,6 +294,18 @@ def _bound_template(tokenizer: Any, watchdog: Watchdog, name: str) -> None:
         return bounded(watchdog, RENDER_LIMIT_S, f"The chat template of {name[:80]}", lambda: render(*args, **kwargs))
 
     tokenizer.apply_chat_template = apply_chat_template
+
+
+def _quiet_length_warning(tokenizer: Any) -> None:
+    """Silence transformers' "Token indices sequence length is longer than..." for this tokenizer.
+
+    The engine measures every prompt against the model's context itself and says so in one line
+    (`ContextLimitError`); the tokenizer's own limit (often unset or wrong) would add a second,
+    misleading line on stderr. transformers keeps this once-only flag per tokenizer.
+    """
+    flags = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(flags, dict):
+        flags["sequence-length-is-longer-than-the-specified-maximum"] = True
 
 
 def _refuse(command: Command, error: EngineError) -> None:

@@ -172,16 +172,16 @@ def test_trust_remote_code_flag_reaches_load(
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["--temp", "9"], "--temp: temperature must be between 0.0 and 5.0, got 9.0"),
-        (["--top-p", "1.5"], "--top-p: top_p must be between 0.0 and 1.0, got 1.5"),
-        (["--candidates", "101"], "--candidates: candidates must be between 0 and 100, got 101"),
-        (["--max-tokens", "0"], "--max-tokens: max_tokens must be between 1 and 1000000, got 0"),
-        (["--top-k", "2.5"], "logitscope run: argument --top-k: a whole number, got '2.5'"),
-        (["--temp", "warm"], "logitscope run: argument --temp: a number, got 'warm'"),
-        (["--temp", "nan"], "--temp: temperature must be a finite number, got nan"),
+        (["--temp", "9"], "logitscope: --temp: temperature must be between 0.0 and 5.0, got 9.0"),
+        (["--top-p", "1.5"], "logitscope: --top-p: top_p must be between 0.0 and 1.0, got 1.5"),
+        (["--candidates", "101"], "logitscope: --candidates: candidates must be between 0 and 100, got 101"),
+        (["--max-tokens", "0"], "logitscope: --max-tokens: max_tokens must be between 1 and 1000000, got 0"),
+        (["--top-k", "2.5"], "logitscope: argument --top-k: a whole number, got '2.5'"),
+        (["--temp", "warm"], "logitscope: argument --temp: a number, got 'warm'"),
+        (["--temp", "nan"], "logitscope: --temp: temperature must be a finite number, got nan"),
         (["--bogus"], "logitscope: unrecognized arguments: --bogus"),
-        (["--prompt", " "], "logitscope run: --prompt must not be empty"),
-        (["--config", "/no/such/file.toml"], "logitscope run: config file not found: /no/such/file.toml"),
+        (["--prompt", " "], "logitscope: --prompt must not be empty"),
+        (["--config", "/no/such/file.toml"], "logitscope: config file not found: /no/such/file.toml"),
     ],
 )
 def test_bad_flags(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -193,7 +193,7 @@ def test_bad_flags(argv: list[str], expected: str, capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [([], "logitscope: the following arguments are required: {run,bench}"),
-     (["run"], "logitscope run: the following arguments are required: --prompt"),
+     (["run"], "logitscope: the following arguments are required: --prompt"),
      (["chat"], "logitscope: argument {run,bench}: invalid choice: 'chat'")],  # the rest varies by Python
 )
 def test_bad_commands(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -275,7 +275,7 @@ def test_ctrl_c_cancels_closes_and_exits_130(tmp_path: Path) -> None:
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 130
-    assert "Traceback" not in err and err.strip().splitlines() == ["interrupted", "closed=True"]
+    assert "Traceback" not in err and err.strip().splitlines() == ["logitscope: interrupted", "closed=True"]
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:

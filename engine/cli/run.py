@@ -44,6 +44,8 @@ EngineFactory = Callable[[], EngineAPI]
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
+PREFIX = "logitscope: "  # every line we write to stderr starts so
+MAX_LINE = 500  # characters: a value echoed back (a 20 MB [model] default) is cut to fit
 
 
 class UsageError(Exception):
@@ -55,7 +57,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """argparse would print usage and exit(2); `main` prints our one line instead."""
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,13 +91,16 @@ class RunPlan:
 def plan_run(args: argparse.Namespace) -> RunPlan:
     """Merge config defaults with flags; raises UsageError/ParamError with one line."""
     if args.config and not Path(args.config).expanduser().is_file():
-        raise UsageError(f"logitscope run: config file not found: {args.config}")
+        raise UsageError(f"config file not found: {args.config}")
     loaded = load_config(Path(args.config).expanduser() if args.config else None, explicit=bool(args.config))
     for problem in loaded.problems:
-        print(f"logitscope: warning: {printable(problem)}", file=sys.stderr)
+        _say(sys.stderr, f"warning: {problem}")
     config = loaded.config
     if any(not p.strip() for p in args.prompt):
-        raise UsageError("logitscope run: --prompt must not be empty")
+        raise UsageError("--prompt must not be empty")
+    for flag, texts in (("--prompt", args.prompt), ("--system", [args.system or ""])):
+        if not all(_is_utf8(text) for text in texts):
+            raise UsageError(f"{flag} is not valid UTF-8 text")
     return RunPlan(
         model=args.model if args.model is not None else config.model.default,
         trust_remote_code=args.trust_remote_code or config.model.trust_remote_code,
@@ -244,11 +249,35 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
 
 
 def _fail(err: TextIO, message: str, code: int = EXIT_USAGE) -> int:
-    """Print the one-line reason and return the exit status (no traceback ever reaches the user).
-    The reason may quote a model name or a path: its control characters are made visible."""
-    err.write(f"{printable(message)}\n")
-    err.flush()
+    """Print the one-line reason and return the exit status (no traceback ever reaches the user)."""
+    _say(err, message)
     return code
+
+
+def _say(err: TextIO, message: str) -> None:
+    """One line for the user on stderr: the one prefix, control characters made visible (a reason
+    may quote a model name or a path) and at most `MAX_LINE` characters, however long a value it
+    echoes."""
+    err.write(shortened(PREFIX + printable(" ".join(message.split()))) + "\n")
+    err.flush()
+
+
+def shortened(line: str, limit: int = MAX_LINE) -> str:
+    """`line` cut to `limit` characters in the middle, keeping its start and its end."""
+    if len(line) <= limit:
+        return line
+    marker = f" … ({len(line) - limit + 40:,} characters cut) … "
+    tail = limit // 5
+    return line[: limit - tail - len(marker)] + marker + line[-tail:]
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text holding undecodable bytes (Python keeps them as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _quiet_broken_pipe() -> int:
@@ -278,12 +307,13 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
     try:
         code = asyncio.run(_main_async(plan, factory, out, err, remember=engine_factory is None))
     except KeyboardInterrupt:
-        return _fail(err, "\ninterrupted", EXIT_INTERRUPTED)
+        err.write("\n")  # the reply may have stopped mid-line
+        return _fail(err, "interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except (ModelLoadError, ContextLimitError) as error:
-        return _fail(err, f"logitscope: {error}")
+        return _fail(err, str(error))
     except EngineError as error:
-        return _fail(err, f"logitscope: {error}", 1)
+        return _fail(err, str(error), 1)
     return code
 
