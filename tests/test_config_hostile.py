@@ -184,3 +184,12 @@ async def test_the_app_keeps_ctrl_q_for_quit(tmp_path: Path) -> None:
         await pilot.press("ctrl+q")
         await pilot.pause()
     assert app.return_code == 0 and app.controller.params.temperature == 0.7
+
+
+def test_a_missing_theme_is_one_short_line() -> None:
+    """It named all twenty-odd themes (a screenful of toast at 80x24) and echoed any name whole."""
+    from tui.themes import resolve_theme_name
+
+    name, problem = resolve_theme_name("x" * 100_000, [f"theme-{i}" for i in range(30)] + ["logitscope-dark"])
+    assert name == "logitscope-dark" and problem is not None and len(problem) < 140
+    assert problem.endswith("not found; using logitscope-dark (F8 lists the themes)")

@@ -239,12 +239,17 @@ def theme_variable_defaults() -> dict[str, str]:
 
 
 def resolve_theme_name(name: str, available: Iterable[str], dark: bool = True) -> tuple[str, str | None]:
-    """The configured theme if it exists, else our default and a one-line problem saying so."""
+    """The configured theme if it exists, else our default and a one-line problem saying so.
+
+    The line names where the list is rather than listing twenty-odd themes: on an 80x24
+    terminal the list filled the screen. A long name is cut: it is an echo, not the point.
+    """
     names = set(available)
     if name in names:
         return name, None
     fallback = DEFAULT_DARK if dark else DEFAULT_LIGHT
-    return fallback, f"theme {name!r} not found; using {fallback} (themes: {', '.join(sorted(names))})"
+    shown = name if len(name) <= 60 else name[:57] + "..."
+    return fallback, f"theme {shown!r} not found; using {fallback} (F8 lists the themes)"
 
 
 def heat_colour(prob: float, variables: Mapping[str, str]) -> str:
