@@ -236,6 +236,7 @@ class ModelInfo:
     dtype: str  # compute dtype in use, e.g. "float32"
     blas: str = ""  # which BLAS MLX's CPU matmuls use, e.g. "OpenBLAS (2 threads)"
     notes: tuple[str, ...] = ()  # lines to tell the user once after the load (an assumed context limit)
+    blas_problem: str = ""  # why the fast BLAS could not be loaded (the missing library, its install command)
 
 
 class EngineError(Exception):

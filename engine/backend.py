@@ -18,6 +18,7 @@ class SpeedLayer(Protocol):
 
     blas_status: str  # for the status bar: "OpenBLAS (2 threads, gemv)", "MLX built-in"
     blas_reason: str  # one line: why that BLAS
+    blas_problem: str  # one line when the fast BLAS was wanted but could not be loaded (what to install), else ""
 
     @property
     def sampler_exp(self) -> Callable[[Any], Any]:
@@ -39,6 +40,7 @@ class NoSpeedLayer:
     def __init__(self, backend: str) -> None:
         self.blas_status = "MLX built-in"
         self.blas_reason = f"not needed: MLX runs on {backend}"
+        self.blas_problem = ""
 
     @property
     def sampler_exp(self) -> Callable[[Any], Any]:

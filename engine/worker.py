@@ -120,6 +120,7 @@ class EngineWorker:
         self._current: Command | None = None  # the command the thread is running
         self._session: Session | None = None  # the loaded model and its cache (on the thread only)
         self._watchdog: Watchdog | None = None  # stops a chat template that renders too long
+        self._told_blas = False  # a fast BLAS that could not be loaded is said once (the first load's notes)
         self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
         self._thread.start()
         # A daemon thread left running at interpreter exit can abort the process from MLX's
@@ -226,7 +227,8 @@ class EngineWorker:
                               install_last_row_head(loaded.model), sampler_exp=speed.sampler_exp)
             if old is not None:
                 old.close()
-            command.sink(_model_info(command.spec, loaded, context, dtype, speed.blas_status))
+            command.sink(_model_info(command.spec, loaded, context, dtype, speed, tell_blas=not self._told_blas))
+            self._told_blas = True
             speed.after_load(loaded.model, lambda: not self._commands.empty())
             return session
         except EngineError as exc:
@@ -340,13 +342,16 @@ def _release_streams() -> None:
     mx.clear_streams()
 
 
-def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: str, blas: str) -> ModelInfo:
+def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: str, speed: SpeedLayer,
+                tell_blas: bool) -> ModelInfo:
     """What the caller may know about the loaded model (plain data only).
 
     `path` is the folder the weights came from (for a hub id or "demo", not the spec itself);
-    `notes` says once what the user should know, e.g. that the context limit is assumed.
+    `notes` says once what the user should know, e.g. that the context limit is assumed, and, on
+    the engine's first load (`tell_blas`), why the fast BLAS could not be loaded.
     """
     model, tokenizer = loaded.model, loaded.tokenizer
+    blas_note = (f"Fast BLAS off: {speed.blas_problem}.",) if tell_blas and speed.blas_problem else ()
     return ModelInfo(
         name=Path(spec).expanduser().name or loaded.name,
         path=str(loaded.path),
@@ -355,8 +360,9 @@ def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: st
         has_chat_template=bool(tokenizer.has_chat_template),
         parameters=_parameter_count(model),
         dtype=dtype,
-        blas=blas,
-        notes=(context.note(),) if context.note() else (),
+        blas=speed.blas_status,
+        blas_problem=speed.blas_problem,
+        notes=((context.note(),) if context.note() else ()) + blas_note,
     )
 
 

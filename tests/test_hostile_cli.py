@@ -60,3 +60,17 @@ def test_the_tokenizers_length_warning_never_follows_our_line(chatml_model: Path
                                "HOME": str(tmp_path)})
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1 and "context limit is 512" in done.stderr, done.stderr
+
+
+def test_version_says_which_blas_and_why_not(tmp_path: Path) -> None:
+    code = ("import sys\nfrom engine.cpu import blas\n"
+            "def missing(path, threads, failures):\n"
+            "    failures.append(path + ': libgfortran.so.5: cannot open shared object file')\n"
+            "blas._try_load = missing\n"
+            "from tui.cli import main\nsys.exit(main(['--version']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    name, versions, blas_line = done.stdout.splitlines()
+    assert name.startswith("logitscope ") and versions.startswith("mlx ")
+    assert blas_line.startswith("BLAS: MLX built-in (OpenBLAS could not be loaded: the GNU Fortran runtime "
+                                "libgfortran.so.5 is missing (install it: sudo apt install libgfortran5")

@@ -117,3 +117,22 @@ async def test_closing_never_waits_long_on_a_busy_engine_thread(looping_model: P
     assert time.monotonic() - started < 3
     turn.cancel()
     await asyncio.gather(turn, return_exceptions=True)
+
+
+MISSING = ("OpenBLAS could not be loaded: the GNU Fortran runtime libgfortran.so.5 is missing "
+           "(install it: sudo apt install libgfortran5, or dnf install libgfortran); using MLX's slow BLAS")
+
+
+async def test_a_fast_blas_that_could_not_load_is_said_once(chatml_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.cpu import blas
+
+    monkeypatch.setattr(blas, "enable_fast_blas", lambda enabled=True: blas.BlasInfo(False, MISSING, problem=True))
+    eng = Engine()
+    try:
+        first = await eng.load(str(chatml_model))
+        second = await eng.load(str(chatml_model))
+    finally:
+        await eng.close()
+    assert first.blas == "MLX built-in" and first.blas_problem == second.blas_problem == MISSING
+    assert first.notes == (f"Fast BLAS off: {MISSING}.",) and second.notes == ()
+    assert blas._not_found_reason(["/x/libopenblas.so.0: libgfortran.so.5: cannot open shared object file"]) == MISSING

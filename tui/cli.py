@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--trust-remote-code", action="store_true", default=None,
                         help="allow model code from the repo (only for repos you trust)")
     parser.add_argument("--fake-engine", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--version", action="store_true",
+                        help="print the versions and which BLAS MLX would use here (and why), then exit")
     return parser
 
 
@@ -54,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.cli import main as engine_main
 
         return engine_main(argv)
+    if argv[:1] == ["--version"]:  # the engine's own report: the TUI may not look inside the engine
+        from engine.cli import version
+
+        return version.main()
     args = _parser().parse_args(argv)
     from engine.settings import load_config
     from tui.app import LogitscopeApp

@@ -33,9 +33,11 @@ class CpuLayer:
     """The speed layer as the engine sees it, once installed: a status line, the sampler's
     exponential, and what to do to each loaded model."""
 
-    def __init__(self, blas_status: str, blas_active: bool, switches: CpuSwitches, blas_reason: str = "") -> None:
+    def __init__(self, blas_status: str, blas_active: bool, switches: CpuSwitches, blas_reason: str = "",
+                 blas_problem: str = "") -> None:
         self.blas_status = blas_status
         self.blas_reason = blas_reason  # one line: why OpenBLAS is (not) in use
+        self.blas_problem = blas_problem  # the reason, when OpenBLAS was wanted and could not be loaded
         self._blas_active = blas_active
         self._switches = switches
 
@@ -95,7 +97,7 @@ def install(*, fast_blas: bool, fast_layers: bool) -> CpuLayer:
     info = enable_fast_blas(switches.fast_blas)
     gemv = ", gemv" if info.gemv_forward else ""
     status = f"OpenBLAS ({info.threads} threads{gemv})" if info.active else "MLX built-in"
-    return CpuLayer(status, info.active, switches, info.reason)
+    return CpuLayer(status, info.active, switches, info.reason, info.reason if info.problem else "")
 
 
 def memory_bytes() -> int:

@@ -62,6 +62,7 @@ class BlasInfo:
     path: str | None = None
     threads: int | None = None
     gemv_forward: bool = False  # MLX's mat-vec products go to cblas_sgemv (engine.cpu.gemv_forward)
+    problem: bool = False  # wanted but not in use: ``reason`` says what is missing and how to install it
 
 
 class _DlInfo(ctypes.Structure):
@@ -171,8 +172,9 @@ def enable_fast_blas(enabled: bool = True, threads: int | None = None) -> BlasIn
             if info is not None:
                 return info
     except Exception as exc:  # noqa: BLE001 - the promise above: the engine must still start
-        return BlasInfo(False, f"fast BLAS set-up failed ({' '.join(str(exc).split())[:200]}); using MLX's slow BLAS")
-    return BlasInfo(False, _not_found_reason(failures))
+        return BlasInfo(False, f"fast BLAS set-up failed ({' '.join(str(exc).split())[:200]}); using MLX's slow BLAS",
+                        problem=True)
+    return BlasInfo(False, _not_found_reason(failures), problem=True)
 
 
 def _late_call_info() -> BlasInfo:
@@ -224,7 +226,9 @@ def _set_threads(lib: ctypes.CDLL, threads: int) -> int:
 def _not_found_reason(failures: list[str]) -> str:
     """One line that tells the user what to install."""
     if any("libgfortran" in f for f in failures):
-        return "OpenBLAS found but the GNU Fortran runtime is missing (install libgfortran5); using MLX's slow BLAS"
+        return ("OpenBLAS could not be loaded: the GNU Fortran runtime libgfortran.so.5 is missing "
+                "(install it: sudo apt install libgfortran5, or dnf install libgfortran); using MLX's slow BLAS")
     if failures:
-        return f"no usable OpenBLAS ({failures[0]}); using MLX's slow BLAS"
-    return "no OpenBLAS found (pip install cmeel-openblas, or apt install libopenblas0-pthread); using MLX's slow BLAS"
+        return f"no usable OpenBLAS ({' '.join(failures[0].split())[:200]}); using MLX's slow BLAS"
+    return ("no OpenBLAS found (install it: pip install cmeel-openblas, or sudo apt install libopenblas0-pthread); "
+            "using MLX's slow BLAS")
