@@ -193,3 +193,10 @@ def test_a_missing_theme_is_one_short_line() -> None:
     name, problem = resolve_theme_name("x" * 100_000, [f"theme-{i}" for i in range(30)] + ["logitscope-dark"])
     assert name == "logitscope-dark" and problem is not None and len(problem) < 140
     assert problem.endswith("not found; using logitscope-dark (F8 lists the themes)")
+
+
+def test_textuals_own_keys_are_taken_too(tmp_path: Path) -> None:
+    keymap, problems, path = _keymap(tmp_path, '"param.seed.up" = "tab"\n"view.params" = "ctrl+c"\n')
+    assert keymap == {}
+    assert problems == [f"{path}:2: [keys] param.seed.up: 'tab' is already the key of textual.focus_next; ignored",
+                        f"{path}:3: [keys] view.params: 'ctrl+c' is already the key of textual.copy; ignored"]

@@ -26,6 +26,13 @@ MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 FOCUS_PLACES = frozenset({"input", "transcript", "candidates", "params"})
 
 Defaults = Mapping[str, tuple[str, str]]  # binding id -> (where it acts, default keys)
+# Textual's own bindings, live on every screen (App.BINDINGS, Screen.BINDINGS): not rebindable,
+# but a key of theirs given to one of ours would take focus moving or copying away.
+TEXTUAL_KEYS: Defaults = {
+    "textual.focus_next": ("screen", "tab"),
+    "textual.focus_previous": ("screen", "shift+tab"),
+    "textual.copy": ("screen", "ctrl+c,super+c"),
+}
 
 
 def _named_keys() -> frozenset[str]:
@@ -89,7 +96,7 @@ def build_keymap(
         else:
             report(binding_id, message)
     if defaults is not None:
-        for binding_id, key, other in _drop_conflicts(keymap, defaults):
+        for binding_id, key, other in _drop_conflicts(keymap, {**TEXTUAL_KEYS, **defaults}):
             report(binding_id, f"{key!r} is already the key of {other}")
     return keymap, report.problems.listed()
 
