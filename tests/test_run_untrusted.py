@@ -5,12 +5,14 @@ The --json output was already safe (JSON escapes them) and must stay byte-for-by
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from engine.cli import main
 from engine.fake import ScriptedEngine
+from engine.settings import printable
 
 ESCAPES = ("\x1b]52;c;aGk=\x07", "\x1b]0;TITLE\x07", "\x1b[2J", "\x1b", "\r", "\x9b2J")
 SHOWN = "␛]52;c;aGk=␇␛]0;TITLE␇␛[2J␛␍\\x9b2J"
@@ -47,3 +49,35 @@ def test_an_error_line_quoting_a_model_name(capsys: pytest.CaptureFixture[str]) 
                 engine_factory=lambda: ScriptedEngine(load_error=f"model folder not found: {spec}"))
     _out, err = capsys.readouterr()
     assert code == 2 and err == "logitscope: model folder not found: x␛]0;TITLE␇\n"
+
+
+@pytest.fixture
+def escaping_model(chatml_model: Path, tmp_path: Path) -> Path:
+    """A crafted tokenizer: the tiny model's byte alphabet relabelled so that the bytes of "e"
+    and "a" decode as ESC and BEL (byte-level BPE writes byte 0x1b as "ě", 0x07 as "ć"). It
+    encodes and merges exactly as before; what the model says comes out full of escapes."""
+    folder = tmp_path / "escaping"
+    shutil.copytree(chatml_model, folder)
+    path = folder / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    special = {token["content"] for token in data["added_tokens"]}
+    swap = str.maketrans({"e": "ě", "ě": "e", "a": "ć", "ć": "a"})
+    model = data["model"]
+    model["vocab"] = {k if k in special else k.translate(swap): v for k, v in model["vocab"].items()}
+    model["merges"] = [m.translate(swap) if isinstance(m, str) else [p.translate(swap) for p in m]
+                       for m in model["merges"]]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+def test_a_real_model_with_a_crafted_tokenizer(escaping_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--model", str(escaping_model), "--prompt", "hello there", "--max-tokens", "24",
+            "--temp", "0"]
+    assert main([*argv, "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    said = "".join(r["text"] for r in records if r["type"] == "token")
+    assert "\x1b" in said  # the crafted tokenizer does put escapes in the reply
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert _raw_controls(out) == [] and out == printable(said) + "\n" and "␛" in out
