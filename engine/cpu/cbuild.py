@@ -37,7 +37,11 @@ from typing import Mapping, Sequence
 from engine.settings.paths import cache_dir
 
 COMPILE_TIMEOUT_S = 60.0
-STARTUP_WAIT_S = 3.0  # the longest a load waits for a build before going on without it
+STARTUP_WAIT_S = 2.0  # the longest a load waits for a build before going on without it (~0.2 s normally)
+
+
+class StillBuilding(OSError):
+    """The build outlasted the wait; it goes on in the background and a later load can use it."""
 
 
 @dataclass(frozen=True)
@@ -200,20 +204,20 @@ class _Build(threading.Thread):
             self.error = OSError(str(exc))
 
 
-def load(recipe: Recipe, folder: Path, *, mode: int = ctypes.RTLD_LOCAL, wait: float = STARTUP_WAIT_S,
+def load(recipe: Recipe, folder: Path, *, mode: int = ctypes.RTLD_LOCAL, wait: float | None = None,
          cc: str | None = None) -> ctypes.CDLL:
     """The recipe's library, opened with `mode` once verified and found to export every symbol.
 
-    Waits at most `wait` seconds for a build; after that it goes on in the background and the
-    next process uses it. The library is opened locally first, so one lacking a symbol never
+    Waits at most `wait` seconds (`STARTUP_WAIT_S` by default) for a build; after that it goes on in the background (raising
+    `StillBuilding`) and a later load uses it. The library is opened locally first, so one lacking a symbol never
     enters the global scope: its files are removed and it is rebuilt for the next start (this
     process cannot open the new one: the loader keeps the old one under that name).
     Raises OSError (one line).
     """
     job = _Build(recipe, folder, cc)
-    job.join(wait)
+    job.join(STARTUP_WAIT_S if wait is None else wait)
     if job.is_alive():
-        raise OSError(f"building {recipe.source.name} in the background; on from the next start")
+        raise StillBuilding(f"{recipe.source.name} is still building in the background")
     if job.error is not None or job.result is None:
         raise job.error or OSError(f"could not build {recipe.source.name}")
     library = ctypes.CDLL(str(job.result), mode=ctypes.RTLD_LOCAL)

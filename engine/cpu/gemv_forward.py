@@ -64,6 +64,8 @@ def install(openblas: ctypes.CDLL, folder: Path | None = None) -> Forwarding:
         return Forwarding(None, "off: the BLAS has no cblas_sgemv")
     try:  # verified, and checked for every symbol while still local: a stale one never goes global
         library = cbuild.load(RECIPE, folder or cbuild.default_folder(), mode=ctypes.RTLD_GLOBAL)
+    except cbuild.StillBuilding as exc:  # MLX binds its BLAS once: the forwarder can only join at the next start
+        return Forwarding(None, f"off: {exc} (on from the next start)")
     except OSError as exc:
         return Forwarding(None, f"off: {exc}")
     library.logitscope_gemv_forward_init(ctypes.cast(openblas.cblas_sgemm, ctypes.c_void_p),

@@ -94,23 +94,40 @@ def load(folder: Path | None = None) -> tuple[NativeKernels | None, str]:
         return None, f"off ({ENV_SWITCH}=0)"
     try:
         return NativeKernels(cbuild.load(RECIPE, folder or cbuild.default_folder())), "on"
-    except OSError as exc:  # no compiler, a failed build, one still building, a bad cache folder
+    except cbuild.StillBuilding as exc:
+        return None, f"off: {exc} (on from the next model load)"
+    except OSError as exc:  # no compiler, a failed build, a bad cache folder
         return None, f"off: {exc}"
 
 
+class _ProcessKernels:
+    """This process's kernels: loaded once, and again at a later call only if the first found the
+    build still running (a slow compiler does not keep them off for the process's life)."""
+
+    def __init__(self) -> None:
+        self.result: tuple[NativeKernels | None, str] | None = None
+
+    def get(self) -> tuple[NativeKernels | None, str]:
+        """The kernels and their status, loading them now if nothing has (or the build just ended)."""
+        if self.result is None or (self.result[1].endswith("(on from the next model load)") and cbuild.verified(
+                cbuild.library_path(SOURCE, FLAGS, cbuild.default_folder()))):
+            self.result = load()
+        return self.result
+
+
 @functools.cache
-def _process_load() -> tuple[NativeKernels | None, str]:
-    return load()
+def _process() -> _ProcessKernels:
+    return _ProcessKernels()
 
 
 def process_kernels() -> NativeKernels | None:
     """The kernels for this process, built into the user's cache on first use (then reused)."""
-    return _process_load()[0]
+    return _process().get()[0]
 
 
 def process_status() -> str:
     """"on", or "off: <why>", for this process's kernels (loading them if nothing has yet)."""
-    return _process_load()[1]
+    return _process().get()[1]
 
 
 def swiglu_with(kernels: NativeKernels | None, fallback: Callable[[mx.array, mx.array], mx.array]
