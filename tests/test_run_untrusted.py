@@ -5,11 +5,11 @@ The --json output was already safe (JSON escapes them) and must stay byte-for-by
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
+from crafted import escaping_tokenizer
 from engine.cli import main
 from engine.fake import ScriptedEngine
 from engine.settings import printable
@@ -53,21 +53,7 @@ def test_an_error_line_quoting_a_model_name(capsys: pytest.CaptureFixture[str]) 
 
 @pytest.fixture
 def escaping_model(chatml_model: Path, tmp_path: Path) -> Path:
-    """A crafted tokenizer: the tiny model's byte alphabet relabelled so that the bytes of "e"
-    and "a" decode as ESC and BEL (byte-level BPE writes byte 0x1b as "ě", 0x07 as "ć"). It
-    encodes and merges exactly as before; what the model says comes out full of escapes."""
-    folder = tmp_path / "escaping"
-    shutil.copytree(chatml_model, folder)
-    path = folder / "tokenizer.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    special = {token["content"] for token in data["added_tokens"]}
-    swap = str.maketrans({"e": "ě", "ě": "e", "a": "ć", "ć": "a"})
-    model = data["model"]
-    model["vocab"] = {k if k in special else k.translate(swap): v for k, v in model["vocab"].items()}
-    model["merges"] = [m.translate(swap) if isinstance(m, str) else [p.translate(swap) for p in m]
-                       for m in model["merges"]]
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return folder
+    return escaping_tokenizer(chatml_model, tmp_path / "escaping")
 
 
 @pytest.mark.slow

@@ -231,3 +231,30 @@ async def test_pasted_text_in_a_dialog_input(make_app: Any) -> None:
         await wait_until(pilot, lambda: "~/m" in app.screen.query_one(Input).value)
         assert app.screen.query_one(Input).value == "~/m " + printable(HOSTILE)
         assert_safe(screen_text(app))
+
+
+@pytest.mark.slow
+async def test_a_real_model_with_a_crafted_tokenizer(chatml_model: Path, tmp_path: Path) -> None:
+    """The real engine end to end: a reply decoded full of ESC and BEL is drawn defused."""
+    from crafted import escaping_tokenizer
+
+    from engine.client import Engine
+    from engine.settings import load_config
+    from tui.app import LogitscopeApp
+
+    model = escaping_tokenizer(chatml_model, tmp_path / "escaping")
+    engine = Engine()
+    app = LogitscopeApp(engine, load_config(tmp_path / "none.toml"), model=str(model),
+                        config_dir=tmp_path / "cfg", save_dir=tmp_path / "state")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot, timeout=60)
+        app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=24, temperature=0.0))
+        await send(app, pilot, "hello there")
+        reply = app.controller.conversation.path()[-1].version
+        assert "\x1b" in reply.reply_text()  # the crafted tokenizer does put escapes in the reply
+        text = screen_text(app)
+        assert "␛" in text and "\x1b" not in text and "\x07" not in text
+        await pilot.press("f3")  # the token face
+        await pilot.pause()
+        assert "␛" in screen_text(app) and "\x1b" not in screen_text(app)
+        await pilot.press("ctrl+q")
