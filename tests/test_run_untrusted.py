@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from crafted import escaping_tokenizer
+
 from engine.cli import main
 from engine.fake import ScriptedEngine
 from engine.settings import printable
