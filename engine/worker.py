@@ -234,7 +234,7 @@ class EngineWorker:
         except EngineError as exc:
             command.sink(exc)
         except Exception as exc:  # never let the thread die; the caller gets one line
-            command.sink(ModelLoadError(f"Could not load {command.spec}: {one_line(exc)}"))
+            command.sink(ModelLoadError(f"Could not load {_clipped(command.spec)}: {one_line(exc)}"))
         return old
 
     def _count(self, command: CountCommand, session: Session | None) -> None:
@@ -296,6 +296,11 @@ def _bound_template(tokenizer: Any, watchdog: Watchdog, name: str) -> None:
         return bounded(watchdog, RENDER_LIMIT_S, f"The chat template of {name[:80]}", lambda: render(*args, **kwargs))
 
     tokenizer.apply_chat_template = apply_chat_template
+
+
+def _clipped(value: str, limit: int = 120) -> str:
+    """A value the user gave, echoed in a message: its start and end, however long it is."""
+    return value if len(value) <= limit else f"{value[: limit * 2 // 3]}…{value[-(limit // 3):]}"
 
 
 def _quiet_length_warning(tokenizer: Any) -> None:

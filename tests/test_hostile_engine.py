@@ -136,3 +136,11 @@ async def test_a_fast_blas_that_could_not_load_is_said_once(chatml_model: Path, 
     assert first.blas == "MLX built-in" and first.blas_problem == second.blas_problem == MISSING
     assert first.notes == (f"Fast BLAS off: {MISSING}.",) and second.notes == ()
     assert blas._not_found_reason(["/x/libopenblas.so.0: libgfortran.so.5: cannot open shared object file"]) == MISSING
+
+
+async def test_a_huge_model_spec_is_echoed_shortened(engine: Engine) -> None:
+    for spec in ("/nonexistent/" + "x" * 100_000, "y" * 100_000):
+        with pytest.raises(EngineError) as refused:
+            await engine.load(spec)
+        message = str(refused.value)
+        assert len(message) <= 400 and message.startswith(f"Could not load {spec[:20]}") and "…" in message
