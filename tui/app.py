@@ -18,7 +18,7 @@ from textual.notifications import SeverityLevel
 
 from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
-from engine.settings import ConfigError, LoadedConfig, printable, save_settings, state_dir
+from engine.settings import ConfigError, LoadedConfig, printable, save_settings, shortened, state_dir
 from tui.bindings import binding_defaults, binding_ids, bindings_for
 from tui.commands import LogitscopeCommands
 from tui.controller import ChatController, Post
@@ -176,9 +176,10 @@ class LogitscopeApp(App[None]):
         """Every notification (ours and the widgets', which all come here) shows its text
         literally: error lines quote paths, model names, config values and engine errors, where
         markup would crash the app (``[/]``) or eat text and an ESC would reach the terminal.
-        Our own lines carry no markup, so `markup` is ignored."""
-        super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout,
-                       markup=False)
+        Our own lines carry no markup, so `markup` is ignored. A message echoing a huge value
+        (a 20 MB config value) is cut in the middle: a toast is for reading."""
+        super().notify(printable(shortened(message)), title=printable(shortened(title, 80)), severity=severity,
+                       timeout=timeout, markup=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap))

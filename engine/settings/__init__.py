@@ -28,7 +28,7 @@ from engine.settings.files import (
     write_toml_atomically,
 )
 from engine.settings.paths import cache_dir, state_dir, user_config_dir
-from engine.settings.safe_text import has_controls, printable, printable_json
+from engine.settings.safe_text import has_controls, printable, printable_json, shortened
 
 __all__ = [
     "COMPUTE_DTYPES",
@@ -52,6 +52,7 @@ __all__ = [
     "printable_json",
     "read_toml",
     "save_settings",
+    "shortened",
     "state_dir",
     "user_config_dir",
     "user_config_path",

@@ -47,6 +47,16 @@ def printable_json(dumped: str) -> str:
     return dumped.translate(_JSON_ESCAPES)
 
 
+def shortened(text: str, limit: int = 500) -> str:
+    """`text` cut to `limit` characters in the middle, keeping its start and its end: a message
+    that echoes a value (a 20 MB [model] default, a pasted megabyte) stays readable."""
+    if len(text) <= limit:
+        return text
+    marker = f" … ({len(text) - limit + 40:,} characters cut) … "
+    tail = limit // 5
+    return text[: limit - tail - len(marker)] + marker + text[-tail:]
+
+
 def has_controls(text: str) -> bool:
     """Whether `printable` would change `text` (a name that must be plain can be refused)."""
     return any(ord(ch) in _VISIBLE for ch in text)

@@ -258,3 +258,12 @@ async def test_a_real_model_with_a_crafted_tokenizer(chatml_model: Path, tmp_pat
         await pilot.pause()
         assert "␛" in screen_text(app) and "\x1b" not in screen_text(app)
         await pilot.press("ctrl+q")
+
+
+async def test_a_huge_echoed_value_is_cut_in_the_toast(make_app: Any) -> None:
+    app = make_app(config_text='[sampling]\n"' + "k" * 1_000_000 + '" = 1\n')
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        (note,) = [n for n in app._notifications if "unknown sampling parameter" in n.message]
+        assert len(note.message) <= 500 and "characters cut" in note.message
+        assert note.message.endswith("unknown sampling parameter; ignored")
