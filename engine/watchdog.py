@@ -19,12 +19,13 @@ import ctypes
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from engine.api import EngineError
 
 T = TypeVar("T")
 POLL_S = 0.1  # how often the watcher looks at an armed deadline (a limit overruns by at most this)
+TEMPLATE_LIMIT_S = 5.0  # the longest one rendering of a model's chat template may run
 
 
 class Overran(BaseException):
@@ -83,3 +84,27 @@ def bounded(watchdog: Watchdog, seconds: float, what: str, call: Callable[[], T]
             return call()
     except Overran:
         raise EngineError(f"{what} ran for over {seconds:g} s and was stopped.") from None
+
+
+def bound_template(tokenizer: Any, watchdog: Watchdog, name: str) -> None:
+    """Bound every rendering of this tokenizer's chat template to `TEMPLATE_LIMIT_S`.
+
+    The template is a stranger's program, run at every turn, warm-up and count: one that loops
+    for minutes is stopped with one EngineError naming the model instead of hanging the engine.
+    After one overrun it is not run again (each warm-up would otherwise spend the limit twice
+    before the user's turn could start); loading the model again gives it another try.
+    """
+    render = tokenizer.apply_chat_template
+    what = f"The chat template of {name[:80]}"
+    stopped: list[EngineError] = []  # the first overrun, once there was one
+
+    def apply_chat_template(*args: Any, **kwargs: Any) -> Any:
+        if stopped:
+            raise EngineError(f"{stopped[0]} It is not run again: load the model again to retry.")
+        try:
+            return bounded(watchdog, TEMPLATE_LIMIT_S, what, lambda: render(*args, **kwargs))
+        except EngineError as error:
+            stopped.append(error)
+            raise
+
+    tokenizer.apply_chat_template = apply_chat_template

@@ -30,7 +30,7 @@ from engine.api import (
 )
 from engine.models import one_line
 from engine.models.context import ContextLimit, model_context_limit
-from engine.watchdog import Watchdog, bounded
+from engine.watchdog import Watchdog, bound_template
 
 if TYPE_CHECKING:
     from engine.backend import SpeedLayer
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from engine.session import Session
 
 Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
-RENDER_LIMIT_S = 5.0  # the longest one rendering of a model's chat template may run (engine.watchdog)
 CLOSE_WAIT_S = 2.0  # the longest closing waits for the engine thread (a daemon: it cannot hold the exit)
 
 
@@ -213,7 +212,7 @@ class EngineWorker:
                 command.spec, trust_remote_code=command.trust_remote_code, on_progress=command.on_progress
             )
             self._watchdog = self._watchdog or Watchdog()
-            _bound_template(loaded.tokenizer, self._watchdog, Path(command.spec).expanduser().name or loaded.name)
+            bound_template(loaded.tokenizer, self._watchdog, Path(command.spec).expanduser().name or loaded.name)
             _quiet_length_warning(loaded.tokenizer)
             dtype = apply_compute_dtype(
                 loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
@@ -282,20 +281,6 @@ class EngineWorker:
         except Exception as exc:
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
-
-
-def _bound_template(tokenizer: Any, watchdog: Watchdog, name: str) -> None:
-    """Bound every rendering of this tokenizer's chat template to `RENDER_LIMIT_S`.
-
-    The template is a stranger's program, run at every turn, warm-up and count; one that loops
-    for minutes is stopped with one EngineError naming the model instead of hanging the engine.
-    """
-    render = tokenizer.apply_chat_template
-
-    def apply_chat_template(*args: Any, **kwargs: Any) -> Any:
-        return bounded(watchdog, RENDER_LIMIT_S, f"The chat template of {name[:80]}", lambda: render(*args, **kwargs))
-
-    tokenizer.apply_chat_template = apply_chat_template
 
 
 def _clipped(value: str, limit: int = 120) -> str:

@@ -93,13 +93,17 @@ def looping_model(chatml_model: Path, tmp_path: Path) -> Path:
 async def test_a_template_that_never_ends_is_stopped_with_its_name(looping_model: Path, chatml_model: Path,
                                                                    engine: Engine,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.worker.RENDER_LIMIT_S", 0.5)
+    monkeypatch.setattr("engine.watchdog.TEMPLATE_LIMIT_S", 0.5)
     await engine.load(str(looping_model))
     started = time.monotonic()
     with pytest.raises(EngineError, match=r"^The chat template of looping-model ran for over 0.5 s and was stopped"):
         await asyncio.wait_for(run(engine, [Message("user", "hi")]), 30)
     assert time.monotonic() - started < 5
-    await asyncio.wait_for(engine.prepare([Message("user", "hi")]), 30)  # a warm-up gives up the same way
+    started = time.monotonic()  # once stopped, the template is refused at once (warm-ups, turns)
+    assert await asyncio.wait_for(engine.prepare([Message("user", "hi")]), 30) == 0
+    with pytest.raises(EngineError, match="was stopped. It is not run again: load the model again to retry"):
+        await run(engine, [Message("user", "hi")])
+    assert time.monotonic() - started < 1
     await engine.load(str(chatml_model))  # and the engine goes on
     _, finished = await run(engine, [Message("user", "hi")])
     assert finished.generated_tokens > 0
@@ -107,7 +111,7 @@ async def test_a_template_that_never_ends_is_stopped_with_its_name(looping_model
 
 async def test_closing_never_waits_long_on_a_busy_engine_thread(looping_model: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.worker.RENDER_LIMIT_S", 4.0)  # the thread stays busy past the close
+    monkeypatch.setattr("engine.watchdog.TEMPLATE_LIMIT_S", 4.0)  # the thread stays busy past the close
     eng = Engine()
     await eng.load(str(looping_model))
     turn = asyncio.ensure_future(run(eng, [Message("user", "hi")]))
