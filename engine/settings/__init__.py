@@ -28,7 +28,7 @@ from engine.settings.files import (
     write_toml_atomically,
 )
 from engine.settings.paths import cache_dir, state_dir, user_config_dir
-from engine.settings.safe_text import has_controls, printable, printable_json, shortened
+from engine.settings.safe_text import printable, printable_json, shortened
 
 __all__ = [
     "COMPUTE_DTYPES",
@@ -45,7 +45,6 @@ __all__ = [
     "default_config_path",
     "display_path",
     "format_location",
-    "has_controls",
     "load_config",
     "parse_toml",
     "printable",

@@ -55,8 +55,3 @@ def shortened(text: str, limit: int = 500) -> str:
     marker = f" … ({len(text) - limit + 40:,} characters cut) … "
     tail = limit // 5
     return text[: limit - tail - len(marker)] + marker + text[-tail:]
-
-
-def has_controls(text: str) -> bool:
-    """Whether `printable` would change `text` (a name that must be plain can be refused)."""
-    return any(ord(ch) in _VISIBLE for ch in text)
