@@ -49,6 +49,20 @@ For every generated token the engine computes, from the model's logits at that p
   0 turns them off).
 
 The sampling chain, in order: penalties -> temperature -> top-k -> top-p -> min-p -> draw.
+
+## What a remote engine cannot know (None)
+
+`engine.remote.RemoteEngine` reads these numbers from a server (mlx_lm.server, vLLM, llama.cpp),
+which sends the chosen token's logprob and its top-N, nothing more. So these fields may be None,
+meaning "unknown", never a made-up value (``--json`` writes null, the candidates panel "—"):
+
+- `TokenEvent.sampled_prob` and `Candidate.sampled_prob`: the sampled distribution;
+- `TokenEvent.entropy`: it needs the whole vocabulary;
+- `TokenEvent.rank`: known only when the chosen token is among the top-N.
+
+The local engine and the scripted one always fill them. A server that names tokens by text only
+gives ids of -1 (`engine.remote.events.UNKNOWN_ID`); `TurnFinished.prompt_ids` is empty when the
+server rendered the prompt itself (its chat endpoint).
 """
 
 from __future__ import annotations
@@ -178,7 +192,7 @@ class Candidate:
     id: int
     text: str
     logprob: float  # log p_raw
-    sampled_prob: float  # p_sampled (0 when a filter removed it)
+    sampled_prob: float | None  # p_sampled (0 when a filter removed it); None: unknown (remote)
 
 
 @dataclass(frozen=True)
@@ -190,9 +204,9 @@ class TokenEvent:
     text: str  # the printable text this token completes (may be "" while a character is split)
     piece: str  # this token alone, decoded for display (may show a partial character as bytes)
     logprob: float  # log p_raw of the chosen token
-    sampled_prob: float  # p_sampled of the chosen token
-    rank: int
-    entropy: float
+    sampled_prob: float | None  # p_sampled of the chosen token; None: unknown (remote)
+    rank: int | None  # None: unknown (remote, the chosen token not in the top-N)
+    entropy: float | None  # None: unknown (remote)
     candidates: tuple[Candidate, ...]
 
 

@@ -63,7 +63,9 @@ ENGINE_PROPER = frozenset({
     "engine.precision", "engine.prompt", "engine.sampling", "engine.session", "engine.snapshots", "engine.textstream",
     "engine.turn", "engine.warmup", "engine.watchdog", "engine.worker",
 })
-TUI_MAY_IMPORT = frozenset({"engine.api", "engine.client", "engine.fake", "engine.settings", "engine.models"})
+TUI_MAY_IMPORT = frozenset({"engine.api", "engine.client", "engine.fake", "engine.remote", "engine.settings",
+                            "engine.models"})
+REMOTE = "engine.remote"
 
 
 def _engine_imports(path: Path) -> list[tuple[str, list[str]]]:
@@ -123,6 +125,19 @@ def test_the_tui_uses_only_the_engines_public_doors() -> None:
         if module not in TUI_MAY_IMPORT and module != "engine.cli"
     ]
     assert offenders == []
+
+
+def test_the_remote_engine_needs_no_mlx_and_only_the_contract_and_settings() -> None:
+    """A server does the model's work: `engine.remote` imports no MLX, no speed layer and no part
+    of the local engine, so it runs where MLX cannot."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((ROOT / "engine" / "remote").rglob("*.py"))
+        for module, _ in _engine_imports(path)
+        if not _in(module, REMOTE) and module not in ("engine.api", "engine.settings.config")
+    ]
+    assert offenders == []
+    assert _offenders("engine/remote", {"mlx", "mlx_lm", "transformers"}) == []
 
 
 def test_the_tui_imports_engine_cli_only_to_hand_over_headless_commands() -> None:

@@ -13,6 +13,7 @@ import argparse
 import gc
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -29,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="PATH", type=Path, help="config file (default: the XDG one)")
     parser.add_argument("--trust-remote-code", action="store_true", default=None,
                         help="allow model code from the repo (only for repos you trust)")
+    parser.add_argument("--server", metavar="URL", help="an OpenAI-compatible server (mlx_lm.server, vLLM, "
+                        "llama.cpp) instead of MLX here; --model then names its model")
     parser.add_argument("--fake-engine", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--version", action="store_true",
                         help="print the versions and which BLAS MLX would use here (and why), then exit")
@@ -69,6 +72,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.fake import ScriptedEngine
 
         engine: object = ScriptedEngine(token_delay=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")))
+    elif args.server or loaded.config.engine.server:
+        from engine.api import EngineError
+        from engine.remote import remote_engine
+
+        try:
+            engine = remote_engine(replace(loaded.config.engine, server=args.server or loaded.config.engine.server))
+        except EngineError as error:
+            print(f"logitscope: {error}", file=sys.stderr)
+            return 2
     else:
         from engine.client import Engine
 

@@ -19,7 +19,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence, TextIO
 
@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object per token and per turn")
     run.add_argument("--trust-remote-code", action="store_true", help="allow Python code shipped with the model")
     run.add_argument("--config", help="a config file to use instead of ~/.config/logitscope/config.toml")
+    run.add_argument("--server", help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, llama.cpp); "
+                     "--model then names its model")
     return parser
 
 
@@ -96,6 +98,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     for problem in loaded.problems:
         _say(sys.stderr, f"warning: {problem}")
     config = loaded.config
+    if args.server is not None:
+        config = replace(config, engine=replace(config.engine, server=args.server))
     if any(not p.strip() for p in args.prompt):
         raise UsageError("--prompt must not be empty")
     for flag, texts in (("--prompt", args.prompt), ("--system", [args.system or ""])):
@@ -113,7 +117,12 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
 
 
 def _real_engine(config: Config) -> EngineAPI:
-    """The MLX engine, configured from [model] (the engine thread sets up BLAS before MLX loads)."""
+    """The MLX engine, configured from [model] (the engine thread sets up BLAS before MLX loads),
+    or the remote one when [engine] server / --server names a server."""
+    if config.engine.server:
+        from engine.remote import remote_engine
+
+        return remote_engine(config.engine)
     from engine.client import Engine
 
     model = config.model
@@ -125,10 +134,11 @@ def _real_engine(config: Config) -> EngineAPI:
 # Output
 
 
-def _number(value: float) -> float | None:
+def _number(value: float | None) -> float | None:
     """JSON has no NaN or infinity; an impossible token's logprob (-inf) becomes null. The local
-    engine never sends a NaN (NaN logits end the turn with an error); another engine might."""
-    return value if math.isfinite(value) else None
+    engine never sends a NaN (NaN logits end the turn with an error); another engine might. None
+    (what a remote server cannot tell, see engine.api) is null too."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def token_record(turn: int, event: TokenEvent) -> dict[str, Any]:
@@ -305,7 +315,8 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
         return done.code if isinstance(done.code, int) else 0
     factory = engine_factory or (lambda: _real_engine(plan.config))
     try:
-        code = asyncio.run(_main_async(plan, factory, out, err, remember=engine_factory is None))
+        remember = engine_factory is None and not plan.config.engine.server  # a server's model is no folder
+        code = asyncio.run(_main_async(plan, factory, out, err, remember=remember))
     except KeyboardInterrupt:
         err.write("\n")  # the reply may have stopped mid-line
         return _fail(err, "interrupted", EXIT_INTERRUPTED)

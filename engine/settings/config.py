@@ -78,6 +78,18 @@ class UIConfig:
     show_params: bool = True  # the parameters panel
 
 
+@dataclass(frozen=True)
+class EngineConfig:
+    """[engine]: where the model runs. Empty `server` = here, with MLX; a URL = an
+    OpenAI-compatible server (mlx_lm.server, vLLM, llama.cpp: `engine.remote`)."""
+
+    server: str = ""  # e.g. "http://127.0.0.1:8080"; --server overrides it
+    # The *name* of the environment variable holding the server's API key (never the key itself,
+    # so a config file can be shared); an empty name or an unset variable sends no key.
+    api_key_env: str = "LOGITSCOPE_API_KEY"
+    timeout_s: float = 60.0  # the longest silence tolerated from the server
+
+
 CONTEXT_STRATEGIES = ("drop_oldest", "refuse")
 
 
@@ -106,6 +118,7 @@ class Config:
     ui: UIConfig = field(default_factory=UIConfig)
     keys: dict[str, str] = field(default_factory=dict)
     chat: ChatConfig = field(default_factory=ChatConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
 
 @dataclass(frozen=True)
@@ -196,6 +209,7 @@ _EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
         "low_prob_threshold": _check_range(0.0, 1.0),
     },
     "chat": {"context_strategy": _check_choice(CONTEXT_STRATEGIES)},
+    "engine": {"timeout_s": _check_range(1.0, 3600.0)},
 }
 
 
@@ -324,7 +338,7 @@ def _merge_file(merge: _Merge, config: Config, data: Mapping[str, Any]) -> Confi
             merge.problem((section,), None, "unknown section")
         elif not isinstance(raw, dict):
             merge.problem((section,), None, f"must be a table, got {raw!r}")
-        elif section in ("model", "ui", "chat"):
+        elif section in ("model", "ui", "chat", "engine"):
             parts[section] = _merge_dataclass(merge, section, parts[section], raw)
         elif section == "sampling":
             parts[section] = parts[section].with_changes(**_merge_sampling_table(merge, ("sampling",), raw))

@@ -1,0 +1,287 @@
+"""`RemoteEngine`: the `EngineAPI` over an OpenAI-compatible server (mlx_lm.server, vLLM,
+llama.cpp's server), so the TUI and ``logitscope run`` inspect a model they cannot hold.
+
+No thread and no MLX here: a turn is one HTTP request read on the event loop, every read raced
+against `cancel()` so a stop closes the connection at once instead of waiting for the next token.
+What a server cannot tell (entropy, sampled probabilities, a rank outside its top-N) stays None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncGenerator, AsyncIterator, Sequence
+
+from engine.api import (
+    EngineError,
+    EngineEvent,
+    FinishReason,
+    GenerateRequest,
+    LoadProgress,
+    Message,
+    ModelInfo,
+    ModelLoadError,
+    ProgressCallback,
+    SamplingParams,
+)
+from engine.remote.capabilities import Capabilities, detect
+from engine.remote.events import TurnClock, TurnOutcome, UNKNOWN_ID, piece_text, token_event, turn_finished
+from engine.remote.http import HttpClient, HttpOptions
+from engine.remote.wire import chat_messages, greedy_choice, finish_reason, records, sampling_fields, usage_counts
+
+SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the server serves"
+
+
+class RemoteEngine:
+    """Turns on a server; see the module docstring and README "Remote engines"."""
+
+    def __init__(self, options: HttpOptions) -> None:
+        """Nothing is contacted until `load` (so a wrong URL is one line there, not a crash here)."""
+        self._options = options
+        self._client: HttpClient | None = None
+        self._caps: Capabilities | None = None
+        self._model: ModelInfo | None = None
+        self._wire_model = ""
+        self._params = SamplingParams()
+        self._cancel = asyncio.Event()
+        self._closed = False
+
+    @property
+    def model(self) -> ModelInfo | None:
+        return self._model
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        """What the server gives (None before `load`)."""
+        return self._caps
+
+    async def load(self, model: str, *, trust_remote_code: bool = False,
+                   on_progress: ProgressCallback | None = None) -> ModelInfo:
+        """Ask the server what it is and check it serves `model` (its default when `model` is
+        empty or "demo"). Raises ModelLoadError; a failed load keeps the previous model."""
+        if self._closed:
+            raise ModelLoadError("The engine is closed.")
+        if on_progress is not None:
+            on_progress(LoadProgress(f"asking {self._options.base_url}", None))
+        client = self._client or HttpClient(self._options)
+        self._client = client
+        caps = await detect(client)
+        name, wire = _choose_model(model, caps, client.base_url)
+        if wire not in caps.models and wire != "default_model":
+            await _check_served(client, wire)
+        self._caps, self._wire_model = caps, wire
+        self._model = ModelInfo(name=name, path=f"{client.base_url}#{name}", context_limit=caps.context_limit,
+                                vocab_size=0, has_chat_template=True, parameters=0, dtype="remote",
+                                blas=caps.kind, notes=_notes(caps))
+        return self._model
+
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
+        return self._turn(request)
+
+    def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
+        """Nothing to warm from here (the server's own prefix cache does that on the next turn)."""
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        done.set_result(0)
+        return done
+
+    async def count_tokens(self, messages: Sequence[Message]) -> int:
+        """0: the server renders and counts the prompt itself (and refuses one too long for it),
+        so the caller's context check is skipped (`context_limit` is then 0, "unknown", or the
+        server's own limit)."""
+        if self._model is None or self._closed:
+            raise EngineError("No model is loaded: load one first.")
+        return 0
+
+    def set_params(self, params: SamplingParams) -> None:
+        """Taken by the next request (the chat endpoint cannot continue a reply mid-way)."""
+        self._params = params
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._cancel.set()
+        if self._client is not None:
+            await self._client.close()
+
+    async def _turn(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
+        """One turn through the chat endpoint, streamed where the server streams logprobs."""
+        client, caps = self._ready(request)
+        self._cancel.clear()
+        self._params = request.params
+        body = self._body(request, caps)
+        clock, ids, texts = TurnClock(), [], []
+        usage: tuple[int, int] | None = None
+        reason: FinishReason | None = None
+        if caps.stream_logprobs:
+            body.update(stream=True, stream_options={"include_usage": True})
+            async with client.stream("/v1/chat/completions", body) as objects:
+                async for obj in _until(objects, self._cancel):
+                    usage = usage_counts(obj) or usage
+                    for event in self._chunk_events(obj, len(ids), request.params.candidates):
+                        clock.tick()
+                        ids.append(event.id)
+                        texts.append(event.text)
+                        yield event
+                    reason = _reason(obj, reason)
+                if self._cancel.is_set():
+                    reason = "cancelled"
+            if reason is None:  # an HTTP/1.0 stream cut ends like a finished one: only this tells
+                raise EngineError(f"The server at {client.base_url} cut the connection mid-reply "
+                                  "(the stream ended without a finish reason).")
+        else:
+            obj = await _or_cancel(client.post_json("/v1/chat/completions", body), self._cancel)
+            if obj is None:
+                reason = "cancelled"
+            else:
+                usage, reason = usage_counts(obj), _reason(obj, "stop")
+                for event in self._whole_events(obj, request.params):
+                    clock.tick()
+                    ids.append(event.id)
+                    texts.append(event.text)
+                    yield event
+                texts = [_message_text(obj)] if reason != "cancelled" else texts
+        prompt, cached = usage or (0, 0)
+        outcome = TurnOutcome((), prompt, cached, tuple(ids), len(ids), "".join(texts), reason, caps.context_limit)
+        yield turn_finished(outcome, clock)
+
+    def _ready(self, request: GenerateRequest) -> tuple[HttpClient, Capabilities]:
+        """Refuse what cannot be sent, before anything is."""
+        if self._closed:
+            raise EngineError("The engine is closed.")
+        if self._client is None or self._caps is None or self._model is None:
+            raise EngineError("No model is loaded: load one first.")
+        if not request.messages:
+            raise EngineError("Nothing to answer: the conversation is empty.")
+        if request.continue_last:
+            raise EngineError(f"{self._caps.kind} at {self._client.base_url} cannot continue a partial reply "
+                              "over the chat endpoint: branching from a candidate needs a local engine.")
+        return self._client, self._caps
+
+    def _body(self, request: GenerateRequest, caps: Capabilities) -> dict[str, Any]:
+        top_n = min(request.params.candidates, caps.top_limit)
+        if caps.kind == "mlx_lm.server" and request.params.temperature > 0:
+            top_n = 0  # see `_whole_events`: its top-N hide which token was chosen
+        return {"model": self._wire_model, "messages": chat_messages(request.messages),
+                **sampling_fields(request.params, top_n)}
+
+    def _chunk_events(self, obj: dict[str, Any], index: int, candidates: int) -> list[EngineEvent]:
+        """A stream chunk's tokens; its content text goes with the last of them."""
+        choice = _choice(obj)
+        if choice is None:
+            return []
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        text = delta.get("content") if isinstance(delta.get("content"), str) else ""
+        found = records(choice)
+        if text and not found:
+            raise EngineError("The server streamed a token without its logprobs: it cannot be inspected.")
+        return [token_event(index + i, r, text if i == len(found) - 1 else "", candidates)
+                for i, r in enumerate(found)]
+
+    def _whole_events(self, obj: dict[str, Any], params: SamplingParams) -> list[EngineEvent]:
+        """A whole reply's tokens (mlx_lm.server): per-token text is each raw piece made readable;
+        the reply's text is the server's own.
+
+        mlx_lm.server (0.32.2) labels each position with an arbitrary member of its top-N (the
+        first of an unordered `argpartition`) once top_logprobs is asked for, not with the token
+        it chose; without top_logprobs it sends the chosen ids and logprobs exactly. So the top-N
+        are asked for only at temperature 0, where the chosen token is the top-N's best."""
+        choice = _choice(obj)
+        found = records(choice) if choice is not None else []
+        if not found and _message_text(obj):
+            raise EngineError("The server sent a reply without its logprobs: it cannot be inspected.")
+        if params.temperature == 0:
+            found = [greedy_choice(r) for r in found]
+        return [token_event(i, r, piece_text(r.token), params.candidates) for i, r in enumerate(found)]
+
+
+def _choose_model(model: str, caps: Capabilities, base_url: str) -> tuple[str, str]:
+    """(display name, name sent on the wire). An empty name or "demo" takes the server's own;
+    mlx_lm.server's own is "default_model" (its /v1/models may list nothing: see `check_served`)."""
+    mlx = caps.kind == "mlx_lm.server"
+    if model in SERVER_DEFAULT:
+        if mlx:
+            return (caps.models[-1] if caps.models else "default_model"), "default_model"
+        if not caps.models:
+            raise ModelLoadError(f"The server at {base_url} lists no model: name one with --model.")
+        return caps.models[0], caps.models[0]
+    if mlx and (not caps.models or model == caps.models[-1]):
+        return model, "default_model" if caps.models else model
+    if model not in caps.models:
+        served = ", ".join(caps.models[:5]) + (" ..." if len(caps.models) > 5 else "")
+        raise ModelLoadError(f"The server at {base_url} does not serve {model!r} (it serves: {served or 'nothing'}).")
+    return model, model
+
+
+async def _check_served(client: HttpClient, wire: str) -> None:
+    """A one-token request, for a server that does not list what it serves (mlx_lm.server with no
+    Hugging Face cache): a name it cannot serve fails here, at load, not on the first message."""
+    body = {"model": wire, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    try:
+        await client.post_json("/v1/chat/completions", body)
+    except EngineError as exc:
+        raise ModelLoadError(f"{wire!r}: {exc}") from None
+
+
+def _notes(caps: Capabilities) -> tuple[str, ...]:
+    """Said once after the load: what this server cannot show."""
+    notes = [f"{caps.kind}: entropy and sampled probabilities are not sent by servers (shown as —)."]
+    if not caps.stream_logprobs:
+        notes.append(f"{caps.kind} sends no logprobs while streaming: each reply arrives whole, "
+                     "with candidates only at temperature 0.")
+    notes.append(f"{caps.kind}: at most {caps.top_limit} candidates per token; "
+                 "parameter changes apply from the next reply, and branching needs a local engine.")
+    return tuple(notes)
+
+
+def _choice(obj: dict[str, Any]) -> dict[str, Any] | None:
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    if not isinstance(choices[0], dict):
+        raise EngineError("The server sent a malformed choice (not an object).")
+    return choices[0]
+
+
+def _reason(obj: dict[str, Any], current: FinishReason | None) -> FinishReason | None:
+    choice = _choice(obj)
+    found = finish_reason(choice) if choice is not None else None
+    return found if found is not None else current  # type: ignore[return-value]
+
+
+def _message_text(obj: dict[str, Any]) -> str:
+    choice = _choice(obj) or {}
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+async def _until(objects: AsyncIterator[dict[str, Any]], cancel: asyncio.Event) -> AsyncIterator[dict[str, Any]]:
+    """The stream's objects until it ends or `cancel` is set (checked while waiting, not after)."""
+    iterator = objects.__aiter__()
+    while not cancel.is_set():
+        item = await _or_cancel(iterator.__anext__(), cancel)
+        if item is None:
+            return
+        yield item
+
+
+async def _or_cancel(awaitable: Any, cancel: asyncio.Event) -> Any:
+    """The awaitable's result, or None once `cancel` is set first (the awaitable is then
+    cancelled, which closes its request) or the stream ended (StopAsyncIteration)."""
+    work = asyncio.ensure_future(awaitable)
+    stop = asyncio.ensure_future(cancel.wait())
+    try:
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if not work.done():
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        return None
+    try:
+        return work.result()
+    except StopAsyncIteration:
+        return None

@@ -1,0 +1,174 @@
+"""What goes on the wire: request bodies from our `SamplingParams`, and per-token records from the
+``logprobs`` objects servers send back. Pure functions, no I/O, so every server's dialect is
+tested without a server.
+
+Three dialects of ``logprobs`` arrive:
+
+- chat style (OpenAI, vLLM, llama.cpp, mlx_lm.server): ``{"content": [{"token", "logprob",
+  "top_logprobs": [...]}]}``; llama.cpp and mlx_lm.server add ``"id"``; vLLM gives ids as
+  ``"token_id:123"`` when asked with ``return_tokens_as_token_ids``;
+- legacy completions (vLLM ``/v1/completions``): ``{"tokens", "token_logprobs", "top_logprobs":
+  [{token: logprob}]}``;
+- none at all (mlx_lm.server while streaming): then the caller must ask without streaming.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from engine.api import EngineError, Message, SamplingParams
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One of the server's top-N for a position."""
+
+    id: int | None  # None when the server names tokens only by text
+    token: str
+    logprob: float
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """One generated token as the server reported it."""
+
+    id: int | None
+    token: str
+    logprob: float
+    top: tuple[Alternative, ...]  # best first (sorted here: mlx_lm.server sends them unordered)
+
+
+def sampling_fields(params: SamplingParams, top_n: int) -> dict[str, Any]:
+    """The sampling part of a request. Only what differs from "off" is sent, so a server that
+    lacks a knob (min_p, repetition_penalty are extensions) is not handed one it may refuse."""
+    body: dict[str, Any] = {"temperature": params.temperature, "max_tokens": params.max_tokens,
+                            "logprobs": True}
+    if top_n > 0:
+        body["top_logprobs"] = top_n
+    optional = {"top_k": (params.top_k, 0), "top_p": (params.top_p, 1.0), "min_p": (params.min_p, 0.0),
+                "repetition_penalty": (params.repetition_penalty, 1.0),
+                "presence_penalty": (params.presence_penalty, 0.0),
+                "frequency_penalty": (params.frequency_penalty, 0.0), "seed": (params.seed, None)}
+    body.update({name: value for name, (value, off) in optional.items() if value != off})
+    return body
+
+
+def chat_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """The conversation as the chat endpoint takes it (text only: ids cannot travel this way)."""
+    return [{"role": m.role, "content": m.text} for m in messages]
+
+
+def records(choice: dict[str, Any]) -> list[TokenRecord]:
+    """The token records of one choice (a stream chunk's or a whole response's); [] when the
+    choice carries no ``logprobs``. Raises EngineError for a malformed object."""
+    logprobs = choice.get("logprobs")
+    if logprobs is None:
+        return []
+    if not isinstance(logprobs, dict):
+        raise EngineError("The server sent malformed logprobs (not an object).")
+    if isinstance(logprobs.get("content"), list):
+        return [_chat_record(entry) for entry in logprobs["content"] if entry]
+    if isinstance(logprobs.get("tokens"), list):
+        return _legacy_records(logprobs)
+    if logprobs.get("content") is None and not logprobs.get("tokens"):
+        return []
+    raise EngineError("The server sent malformed logprobs (no content list).")
+
+
+def _chat_record(entry: Any) -> TokenRecord:
+    if not isinstance(entry, dict):
+        raise EngineError("The server sent a malformed logprobs entry (not an object).")
+    top = entry.get("top_logprobs") or []
+    if not isinstance(top, list):
+        raise EngineError("The server sent malformed top_logprobs (not a list).")
+    alternatives = tuple(sorted((_alternative(a) for a in top), key=lambda a: -a.logprob))
+    token = _text(entry)
+    return TokenRecord(_token_id(entry, token), _plain(token), _logprob(entry.get("logprob")), alternatives)
+
+
+def _alternative(entry: Any) -> Alternative:
+    if not isinstance(entry, dict):
+        raise EngineError("The server sent a malformed top_logprobs entry (not an object).")
+    token = _text(entry)
+    return Alternative(_token_id(entry, token), _plain(token), _logprob(entry.get("logprob")))
+
+
+def _legacy_records(logprobs: dict[str, Any]) -> list[TokenRecord]:
+    tokens, values = logprobs.get("tokens") or [], logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+    if not (len(tokens) == len(values) == len(tops)):
+        raise EngineError("The server sent malformed logprobs (lists of different lengths).")
+    out = []
+    for token, value, top in zip(tokens, values, tops):
+        if not isinstance(token, str) or (top is not None and not isinstance(top, dict)):
+            raise EngineError("The server sent malformed logprobs (a token that is not text).")
+        alternatives = sorted((Alternative(_token_id({}, t), _plain(t), _logprob(lp)) for t, lp in (top or {}).items()),
+                              key=lambda a: -a.logprob)
+        out.append(TokenRecord(_token_id({}, token), _plain(token), _logprob(value), tuple(alternatives)))
+    return out
+
+
+def _text(entry: dict[str, Any]) -> str:
+    """The token's text: its UTF-8 ``bytes`` when given (exact, even for part of a character),
+    else ``token``."""
+    raw = entry.get("bytes")
+    if isinstance(raw, list) and all(isinstance(b, int) and 0 <= b < 256 for b in raw):
+        return bytes(raw).decode("utf-8", "replace")
+    token = entry.get("token", "")
+    if not isinstance(token, str):
+        raise EngineError("The server sent a token that is not text.")
+    return token
+
+
+def _token_id(entry: dict[str, Any], token: str) -> int | None:
+    """The id from ``"id"`` (llama.cpp, mlx_lm.server) or a ``token_id:N`` token (vLLM)."""
+    value = entry.get("id")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if token.startswith("token_id:") and token[9:].isdigit():
+        return int(token[9:])
+    return None
+
+
+def _plain(token: str) -> str:
+    """``token_id:N`` names an id, not text: the text then comes from the content delta."""
+    return "" if token.startswith("token_id:") and token[9:].isdigit() else token
+
+
+def _logprob(value: Any) -> float:
+    """A logprob as a float; -inf (JSON has none: some servers send -9999 or null) stays -inf."""
+    if value is None:
+        return -math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value > 1e-6:
+        raise EngineError(f"The server sent an impossible logprob: {str(value)[:24]}")
+    return float(value)
+
+
+def greedy_choice(record: TokenRecord) -> TokenRecord:
+    """At temperature 0 the chosen token is the best of the top-N, whatever the server labelled."""
+    if not record.top:
+        return record
+    best = record.top[0]
+    return TokenRecord(best.id, best.token, best.logprob, record.top)
+
+
+def finish_reason(choice: dict[str, Any]) -> str | None:
+    """OpenAI's reasons mapped onto ours ("tool_calls", "content_filter" end a reply like "stop")."""
+    reason = choice.get("finish_reason")
+    if reason is None:
+        return None
+    return "length" if reason == "length" else "stop"
+
+
+def usage_counts(obj: dict[str, Any]) -> tuple[int, int] | None:
+    """(prompt_tokens, cached_tokens) from a ``usage`` object, when the server sent one."""
+    usage = obj.get("usage")
+    if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
+        return None
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if not isinstance(cached, int):
+        cached = usage.get("cache_n") if isinstance(usage.get("cache_n"), int) else 0  # llama.cpp's name
+    return usage["prompt_tokens"], max(0, min(cached, usage["prompt_tokens"]))

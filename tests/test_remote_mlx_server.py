@@ -1,0 +1,132 @@
+"""The remote engine against a real `mlx_lm.server` on loopback, serving a tiny model the tests
+build: a multi-turn chat with candidates equal to the local engine's (same model, same prompt ids,
+logprobs within 1e-3), the server's prefix cache reported as reused, cancel, a server killed
+mid-reply. One server per module (a start costs seconds)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from engine.api import EngineError, GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
+from engine.client import Engine
+from engine.remote import HttpOptions, RemoteEngine
+
+pytestmark = pytest.mark.slow
+GREEDY = SamplingParams(temperature=0.0, candidates=8, max_tokens=6, repetition_penalty=1.0, min_p=0.0)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(model: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m mlx_lm.server` on 127.0.0.1, waited for until /health answers (at most 60 s)."""
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "mlx_lm.server", "--model", str(model), "--host", "127.0.0.1",
+                                "--port", str(port), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1):
+                return process, url
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"mlx_lm.server exited with {process.returncode}") from None
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("mlx_lm.server did not start within 60 s")
+
+
+@pytest.fixture(scope="module")
+def served(chatml_model: Path) -> Iterator[str]:
+    process, url = start_server(chatml_model)
+    yield url
+    process.kill()
+    process.wait()
+
+
+async def _turn(engine: object, request: GenerateRequest) -> tuple[list[TokenEvent], TurnFinished]:
+    tokens: list[TokenEvent] = []
+    async for event in engine.generate(request):  # type: ignore[attr-defined]
+        if isinstance(event, TurnFinished):
+            return tokens, event
+        tokens.append(event)
+    raise AssertionError("no TurnFinished")
+
+
+async def test_a_chat_through_mlx_lm_server_matches_the_local_engine(served: str, chatml_model: Path) -> None:
+    remote = RemoteEngine(HttpOptions(served))
+    info = await remote.load("demo")
+    assert info.blas == "mlx_lm.server"
+    first = GenerateRequest((Message("user", "hello"),), GREEDY)
+    remote_tokens, remote_done = await _turn(remote, first)
+    local = Engine()
+    try:
+        await local.load(str(chatml_model))
+        local_tokens, _ = await _turn(local, first)
+    finally:
+        await local.close()
+    assert [t.id for t in remote_tokens] == [t.id for t in local_tokens]  # greedy: the same reply
+    for ours, theirs in zip(local_tokens, remote_tokens):
+        assert theirs.rank == 1 and abs(theirs.logprob - ours.logprob) < 1e-3
+        assert [c.id for c in theirs.candidates] == [c.id for c in ours.candidates]
+        assert max(abs(a.logprob - b.logprob) for a, b in zip(ours.candidates, theirs.candidates)) < 1e-3
+        assert theirs.entropy is None and theirs.sampled_prob is None
+    second = GenerateRequest((*first.messages, Message("assistant", remote_done.text, remote_done.token_ids),
+                              Message("user", "and then?")), GREEDY)
+    _, again = await _turn(remote, second)
+    assert again.reused_tokens > 0 and again.prompt_tokens > remote_done.prompt_tokens  # its prefix cache
+    await remote.close()
+
+
+async def test_sampling_gives_the_chosen_tokens_exactly_but_no_candidates(served: str) -> None:
+    """mlx_lm.server mislabels the chosen token once top_logprobs are asked for (see README):
+    at temperature > 0 only the exact chosen ids and logprobs are asked for."""
+    remote = RemoteEngine(HttpOptions(served))
+    await remote.load("demo")
+    tokens, done = await _turn(remote, GenerateRequest((Message("user", "hi"),),
+                                                       GREEDY.with_changes(temperature=1.0, seed=3)))
+    assert tokens and all(t.candidates == () and t.rank is None and t.logprob <= 0 for t in tokens)
+    assert done.token_ids == tuple(t.id for t in tokens)
+    await remote.close()
+
+
+async def test_cancel_ends_a_long_reply_at_once(served: str) -> None:
+    remote = RemoteEngine(HttpOptions(served))
+    await remote.load("demo")
+    # long enough to be cut (seconds), short enough that the server stops soon after the hang-up
+    events = remote.generate(GenerateRequest((Message("user", "go on"),), GREEDY.with_changes(max_tokens=5000)))
+    asyncio.get_running_loop().call_later(0.3, remote.cancel)
+    started = time.monotonic()
+    done = [event async for event in events][-1]
+    assert isinstance(done, TurnFinished) and done.finish_reason == "cancelled"
+    assert time.monotonic() - started < 2.0
+    await remote.close()
+
+
+async def test_a_server_killed_mid_reply_is_one_line(chatml_model: Path) -> None:
+    process, url = start_server(chatml_model)
+    remote = RemoteEngine(HttpOptions(url))
+    try:
+        await remote.load("demo")
+        asyncio.get_running_loop().call_later(0.5, process.kill)
+        with pytest.raises(EngineError, match="^The server at http://127.0.0.1:\\d+ (cut the connection|failed)"):
+            await _turn(remote, GenerateRequest((Message("user", "go on"),), GREEDY.with_changes(max_tokens=5000)))
+        with pytest.raises(EngineError, match="Cannot reach the server"):
+            await _turn(remote, GenerateRequest((Message("user", "again"),), GREEDY))
+    finally:
+        process.kill()
+        process.wait()
+        await remote.close()
