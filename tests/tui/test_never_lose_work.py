@@ -224,3 +224,113 @@ async def test_resume_asks_before_replacing_the_live_chat(make_app: Any, tmp_pat
         await wait_until(pilot, lambda: _texts(app)[0] == "hi")
         kept = list((tmp_path / "state" / "conversations").iterdir())
         assert load_conversation(kept[0]).path()[0].version.text == "the live one"
+
+
+# --- stale screen state
+
+
+async def _at_bottom(app: Any, pilot: Any) -> bool:
+    from tui.widgets.transcript import Transcript
+
+    transcript = app.screen.query_one(Transcript)
+    await pilot.pause()
+    await pilot.pause()
+    return transcript.max_scroll_y > 0 and transcript.scroll_y >= transcript.max_scroll_y
+
+
+async def _use_the_cursor(app: Any, pilot: Any) -> None:
+    from tui.widgets.transcript import Transcript
+
+    await pilot.press("escape", "up", "up", "right")  # inspect a token of an earlier reply
+    await pilot.pause()
+    transcript = app.screen.query_one(Transcript)
+    assert transcript.cursor is not None and transcript.scroll_y < transcript.max_scroll_y
+    await pilot.press("backspace", "i")  # leave the cursor, back to typing
+
+
+async def test_after_the_cursor_a_new_reply_is_followed(make_app: Any) -> None:
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=(80, 20)) as pilot:
+        for n in range(3):
+            await send(app, pilot, f"message {n}")
+        await _use_the_cursor(app, pilot)
+        await send(app, pilot, "and now?")
+        assert await _at_bottom(app, pilot)
+
+
+async def test_after_the_cursor_a_flip_shows_the_newest_message(make_app: Any) -> None:
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=(80, 20)) as pilot:
+        for n in range(4):
+            await send(app, pilot, f"message {n}")
+        await pilot.press("ctrl+r")  # the last reply gets a second (shorter) version
+        await wait_idle(app, pilot)
+        await _use_the_cursor(app, pilot)
+        await pilot.press("escape", "left_square_bracket")  # flip back to the longer version
+        await pilot.pause()
+        await pilot.press("right_square_bracket")  # and to the shorter one
+        assert await _at_bottom(app, pilot)
+
+
+async def test_after_the_cursor_a_resumed_chat_shows_its_end(make_app: Any) -> None:
+    from tui_helpers import chat_and_quit
+
+    await chat_and_quit(make_app)
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=(80, 20)) as pilot:
+        for n in range(3):
+            await send(app, pilot, f"message {n} " + "long " * 30)
+        await _use_the_cursor(app, pilot)
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        await pilot.press("d")
+        await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
+        await send(app, pilot, "more " * 40)
+        assert await _at_bottom(app, pilot)
+
+
+async def test_new_chat_clears_the_candidates_panel_and_the_status(make_app: Any) -> None:
+    from tui.widgets.candidates import CandidatesPanel
+
+    app = make_app(ScriptedEngine(token_delay=0.05))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press(*"again", "enter")
+        await wait_until(pilot, lambda: app.controller.busy)
+        await pilot.press("escape")
+        await wait_idle(app, pilot)
+        panel = app.screen.query_one(CandidatesPanel)
+        assert panel.token is not None and app.screen.query_one(StatusBar).state == "stopped"
+        await pilot.press("ctrl+n", "d")
+        await wait_until(pilot, lambda: app.controller.conversation.root is None)
+        await pilot.pause()
+        assert panel.token is None and app.screen.query_one(StatusBar).state == "ready"
+
+
+async def test_f7_deletes_a_chosen_message_and_f6_edits_an_earlier_one(make_app: Any) -> None:
+    from tui.screens.dialogs import TextDialog
+    from tui.screens.message_picker import MessagePicker
+    from tui.screens.replace_chat import ReplaceChatDialog
+
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        for text in ("one", "two", "three"):
+            await send(app, pilot, text)
+        await pilot.press("f7")
+        await wait_until(pilot, lambda: isinstance(app.screen, MessagePicker))
+        await pilot.press("up", "up", "up", "enter")  # message 3 of 6: "two"
+        await wait_until(pilot, lambda: isinstance(app.screen, ReplaceChatDialog))
+        await pilot.press("d")
+        await wait_until(pilot, lambda: len(_texts(app)) == 2)
+        await send(app, pilot, "four")
+        await pilot.press("f6")
+        await wait_until(pilot, lambda: isinstance(app.screen, MessagePicker))
+        await pilot.press("home", "enter")  # "one"
+        await wait_until(pilot, lambda: isinstance(app.screen, TextDialog))
+        app.screen.query_one("#text").text = "uno"  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: engine.requests[-1].messages[-1].text == "uno")
+        await wait_idle(app, pilot)
+        assert [m.text for m in engine.requests[-1].messages] == ["uno"]
+        assert _texts(app)[0] == "uno" and len(_texts(app)) == 2

@@ -25,6 +25,7 @@ from tui.model.conversation import Conversation, Node
 from tui.model.params import apply_preset, parse_param, step_param
 from tui.model.store import KEPT_FOLDER, load_conversation, save_copy
 from tui.screens.dialogs import TextDialog, ValueDialog
+from tui.screens.message_picker import MessagePicker
 from tui.screens.replace_chat import DISCARD, SAVE, ReplaceChatDialog
 from tui.widgets.candidates import CandidatesPanel
 from tui.widgets.chat_input import ChatInput
@@ -313,6 +314,44 @@ class ChatScreen(Screen[None]):
             self.query_one(Transcript).clear()
             self.controller.edit_last_user(text.strip())
 
+    def action_edit_message(self) -> None:
+        """Pick any message of yours, edit it, and resend from there."""
+        users = [n for n in self.controller.conversation.path() if n.role == "user"]
+        if not users or not self.controller.can_start:
+            self.notify(self._why_not_now() or "No message to edit yet.")
+            return
+
+        def picked(index: int | None) -> None:
+            if index is not None:
+                node = users[index]
+                self.app.push_screen(TextDialog(f"Edit message {index + 1}", node.version.text),
+                                     lambda text: self._resend_from(node, text))
+        self.app.push_screen(MessagePicker("Edit which message of yours?", users), picked)
+
+    def _resend_from(self, node: Node, text: str | None) -> None:
+        if text and text.strip() and self.controller.can_start:
+            self.query_one(Transcript).clear()
+            self.controller.edit_user(node, text.strip())
+
+    def action_delete_message(self) -> None:
+        """Pick a message; it and everything after it go (asked first, with a save offered)."""
+        path = self.controller.conversation.path()
+        if not path or not self.controller.can_start:
+            self.notify(self._why_not_now() or "No message to delete yet.")
+            return
+
+        def picked(index: int | None) -> None:
+            if index is None:
+                return
+            after = len(path) - index - 1
+            what = f"Delete message {index + 1}" + (f" and the {after} after it" if after else "")
+            self.replace_chat(what, lambda: self._delete(path[index]))
+        self.app.push_screen(MessagePicker("Delete which message (and what follows)?", path), picked)
+
+    def _delete(self, node: Node) -> None:
+        if self.controller.delete_from(node):
+            self._show_new_conversation()
+
     def action_new_chat(self) -> None:
         if self.controller.busy:
             self.notify("Busy: Esc stops the reply first.")
@@ -356,7 +395,18 @@ class ChatScreen(Screen[None]):
         transcript = self.query_one(Transcript)
         transcript.clear()
         transcript.show(self.controller.conversation)
-        self.query_one(StatusBar).stats = None
+        self._clear_panels()
+
+    def _clear_panels(self) -> None:
+        """No old token's numbers, no old turn's stats or 'stopped'/'error' for a chat that is new
+        (or resumed, or cut back): the panels describe the conversation on screen."""
+        panel = self.query_one(CandidatesPanel)
+        panel.streaming, panel.token = False, None
+        bar = self.query_one(StatusBar)
+        self._dropped = 0
+        bar.stats = None
+        if not self.controller.loading:
+            bar.state = "ready" if self.controller.engine.model is not None else ""
 
     def action_resume_last(self) -> None:
         """Reopen the conversation saved when logitscope last quit (read off the event loop)."""

@@ -21,6 +21,8 @@ SAVE, DISCARD = "save", "discard"
 class ReplaceChatDialog(Dialog):
     """Dismisses with SAVE, DISCARD or None (Esc, Cancel: keep the chat as it is)."""
 
+    AUTO_FOCUS = f"#{SAVE}"  # Enter saves: the choice that loses nothing
+
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="replace.cancel", tooltip="Keep the current chat"),
         Binding("s", "choose('save')", "Save", id="replace.save", tooltip="Save the chat to a file, then go on"),
@@ -40,9 +42,6 @@ class ReplaceChatDialog(Dialog):
                 yield Button("Cancel", id="cancel")
                 yield Button("Discard", id=DISCARD, variant="error")
                 yield Button("Save and continue", id=SAVE, variant="primary")
-
-    def on_mount(self) -> None:
-        self.query_one(f"#{SAVE}", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id if event.button.id in (SAVE, DISCARD) else None)

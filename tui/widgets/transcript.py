@@ -59,6 +59,8 @@ class Transcript(VerticalScroll, can_focus=True):
         for view in views[:keep]:
             self._resync(view)
         self.mount_all([self._view_for(node) for node in path[keep:]])
+        if self.cursor is None:
+            self.anchor()  # a resumed chat, another branch: its newest message in view
 
     def _system_nodes(self, conversation: Conversation) -> list[Node]:
         """The system prompt shown as a first message (a stable node while its text is unchanged)."""
@@ -109,6 +111,10 @@ class Transcript(VerticalScroll, can_focus=True):
         return self.selected.node, self.selected.cursor
 
     def _select(self, view: AssistantView | None, index: int | None, scroll: bool = True) -> None:
+        """Move the cursor; a cursor that scrolls releases the view's anchor, and leaving the
+        cursor restores it: the view follows the newest message whenever the cursor is not in use."""
+        if view is None or index is None:
+            self.anchor()
         if view is None and self.selected is None:
             return  # nothing was selected: no news to post
         if self.selected is not None and self.selected is not view:
