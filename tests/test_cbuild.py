@@ -103,8 +103,8 @@ def test_a_library_lacking_a_symbol_is_rebuilt_for_the_next_start(tmp_path: Path
     target = cbuild.library_path(native.SOURCE, native.FLAGS, folder)
     os.replace(_compile(tmp_path, "void logitscope_swiglu_f32(void) {}\n", "stale"), target)
     cbuild.record_path(target).write_text(cbuild._sha256(target))  # a build recorded as ours, but stale
-    assert native.load(folder) == (None, f"off: {target.name} lacked logitscope_softmax_rows_f32; "
-                                         "rebuilding it for the next start")
+    why = f"off: {target.name} lacked logitscope_softmax_rows_f32; rebuilding it for the next start"
+    assert native.load(folder) == (None, why)
     deadline = time.monotonic() + 60
     while not cbuild.verified(target) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import GREEDY, reply, run
+from engine_helpers import run
 
 from engine.api import EngineError, Message, check_token_ids
 from engine.client import Engine
@@ -71,7 +71,8 @@ def test_logitscope_run_exits_with_one_line_when_the_engine_dies(chatml_model: P
             f"sys.exit(main(['run', '--model', {str(chatml_model)!r}, '--prompt', 'hi']))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.splitlines() == ["logitscope: The engine stopped: undefined symbol: logitscope_gemv_forward_init"]
+    expected = "logitscope: The engine stopped: undefined symbol: logitscope_gemv_forward_init"
+    assert done.stderr.splitlines() == [expected]
 
 
 LOOPING = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}never"
@@ -127,7 +128,8 @@ MISSING = ("OpenBLAS could not be loaded: the GNU Fortran runtime libgfortran.so
            "(install it: sudo apt install libgfortran5, or dnf install libgfortran); using MLX's slow BLAS")
 
 
-async def test_a_fast_blas_that_could_not_load_is_said_once(chatml_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_fast_blas_that_could_not_load_is_said_once(chatml_model: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.cpu import blas
 
     monkeypatch.setattr(blas, "enable_fast_blas", lambda enabled=True: blas.BlasInfo(False, MISSING, problem=True))

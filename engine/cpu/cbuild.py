@@ -208,11 +208,11 @@ def load(recipe: Recipe, folder: Path, *, mode: int = ctypes.RTLD_LOCAL, wait: f
          cc: str | None = None) -> ctypes.CDLL:
     """The recipe's library, opened with `mode` once verified and found to export every symbol.
 
-    Waits at most `wait` seconds (`STARTUP_WAIT_S` by default) for a build; after that it goes on in the background (raising
-    `StillBuilding`) and a later load uses it. The library is opened locally first, so one lacking a symbol never
-    enters the global scope: its files are removed and it is rebuilt for the next start (this
-    process cannot open the new one: the loader keeps the old one under that name).
-    Raises OSError (one line).
+    Waits at most `wait` seconds (`STARTUP_WAIT_S` by default) for a build; after that the build
+    goes on in the background (raising `StillBuilding`) and a later load uses it. The library is
+    opened locally first, so one lacking a symbol never enters the global scope: its files are
+    removed and it is rebuilt for the next start (this process cannot open the new one: the
+    loader keeps the old one under that name). Raises OSError (one line).
     """
     job = _Build(recipe, folder, cc)
     job.join(STARTUP_WAIT_S if wait is None else wait)

@@ -6,11 +6,12 @@ exponential, a 128-token prompt of a 30M llama spent ~1.2 ms per layer in SwiGLU
 split by the float-to-bits views) and most of its attention time in the softmax. ``native.c``
 does the same maths in one vectorized loop each: SwiGLU 1.16 -> 0.17 ms there (BENCHMARKS.md).
 
-How: the C file is compiled once per machine and verified before every load (`engine.cpu.cbuild`). A call evaluates its inputs
-(MLX is lazy), hands their buffers to C without copying, and wraps the result in a new MLX
-array. That breaks the lazy graph once per call, which only pays on prefill-sized inputs:
-`engine.cpu.routing` sends only those here. float32 only (the CPU compute dtype); anything else,
-no compiler, or ``LOGITSCOPE_NATIVE_KERNELS=0`` keeps `engine.cpu.fastmath`'s MLX versions.
+How: the C file is compiled once per machine and verified before every load (`engine.cpu.cbuild`).
+A call evaluates its inputs (MLX is lazy), hands their buffers to C without copying, and wraps the
+result in a new MLX array. That breaks the lazy graph once per call, which only pays on
+prefill-sized inputs: `engine.cpu.routing` sends only those here. float32 only (the CPU compute dtype);
+anything else, no compiler, or ``LOGITSCOPE_NATIVE_KERNELS=0`` keeps `engine.cpu.fastmath`'s MLX
+versions.
 """
 
 from __future__ import annotations
