@@ -59,11 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.cli import main as engine_main
 
         return engine_main(argv)
-    if argv[:1] == ["--version"]:  # the engine's own report: the TUI may not look inside the engine
+    args = _parser().parse_args(argv)
+    if args.version:  # the engine's own report: the TUI may not look inside the engine
         from engine.cli import version
 
         return version.main()
-    args = _parser().parse_args(argv)
     from engine.settings import load_config
     from tui.app import LogitscopeApp
 
