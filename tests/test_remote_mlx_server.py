@@ -6,6 +6,10 @@ mid-reply. One server per module (a start costs seconds)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -30,11 +34,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(model: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`python -m mlx_lm.server` on 127.0.0.1, waited for until /health answers (at most 60 s)."""
+def start_server(model: Path, *, launcher: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], str]:
+    """mlx_lm.server on 127.0.0.1 (under `launcher`, e.g. mlx.launch), waited for until /health
+    answers (at most 60 s). Its own session, so `stop_server` ends every rank."""
     port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "mlx_lm.server", "--model", str(model), "--host", "127.0.0.1",
-                                "--port", str(port), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = [*launcher, sys.executable, "-m", "mlx_lm.server", "--model", str(model), "--host", "127.0.0.1",
+               "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -45,16 +51,22 @@ def start_server(model: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str
             if process.poll() is not None:
                 raise RuntimeError(f"mlx_lm.server exited with {process.returncode}") from None
             time.sleep(0.2)
-    process.kill()
+    stop_server(process)
     raise RuntimeError("mlx_lm.server did not start within 60 s")
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    """Kill the server's whole process group (every rank under mlx.launch)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 @pytest.fixture(scope="module")
 def served(chatml_model: Path) -> Iterator[str]:
     process, url = start_server(chatml_model)
     yield url
-    process.kill()
-    process.wait()
+    stop_server(process)
 
 
 async def _turn(engine: object, request: GenerateRequest) -> tuple[list[TokenEvent], TurnFinished]:
@@ -121,12 +133,31 @@ async def test_a_server_killed_mid_reply_is_one_line(chatml_model: Path) -> None
     remote = RemoteEngine(HttpOptions(url))
     try:
         await remote.load("demo")
-        asyncio.get_running_loop().call_later(0.5, process.kill)
+        asyncio.get_running_loop().call_later(0.5, stop_server, process)
         with pytest.raises(EngineError, match="^The server at http://127.0.0.1:\\d+ (cut the connection|failed)"):
             await _turn(remote, GenerateRequest((Message("user", "go on"),), GREEDY.with_changes(max_tokens=5000)))
         with pytest.raises(EngineError, match="Cannot reach the server"):
             await _turn(remote, GenerateRequest((Message("user", "again"),), GREEDY))
     finally:
-        process.kill()
-        process.wait()
+        stop_server(process)
         await remote.close()
+
+
+@pytest.mark.skipif(shutil.which("mlx.launch") is None, reason="mlx.launch is not installed")
+async def test_one_turn_through_mlx_lm_server_sharded_over_two_processes(chatml_model: Path, served: str) -> None:
+    """`mlx.launch -n 2 --backend ring` on localhost: tensor-parallel, as across two machines. The
+    reply and its numbers equal the one-process server's (float32 sums in another order: 1e-4)."""
+    ring = ("mlx.launch", "-n", "2", "--backend", "ring", "--starting-port", str(_free_port()), "--")
+    process, url = start_server(chatml_model, launcher=ring)
+    request = GenerateRequest((Message("user", "hello"),), GREEDY)
+    sharded, single = RemoteEngine(HttpOptions(url)), RemoteEngine(HttpOptions(served))
+    try:
+        await sharded.load("demo")
+        await single.load("demo")
+        (theirs, done), (ours, _) = await _turn(sharded, request), await _turn(single, request)
+    finally:
+        stop_server(process)
+        await sharded.close()
+        await single.close()
+    assert done.finish_reason in ("stop", "length") and [t.id for t in theirs] == [t.id for t in ours]
+    assert max(abs(a.logprob - b.logprob) for a, b in zip(theirs, ours)) < 1e-4

@@ -132,6 +132,7 @@ class RemoteEngine:
                 raise EngineError(f"The server at {client.base_url} cut the connection mid-reply "
                                   "(the stream ended without a finish reason).")
         else:
+            clock.whole = True
             obj = await _or_cancel(client.post_json("/v1/chat/completions", body), self._cancel)
             if obj is None:
                 reason = "cancelled"

@@ -50,6 +50,7 @@ class TurnClock:
     start: float = field(default_factory=time.monotonic)
     first: float | None = None
     last: float | None = None
+    whole: bool = False  # the reply came in one response: decode speed is over the whole wait
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -60,6 +61,8 @@ class TurnClock:
         return (self.first or time.monotonic()) - self.start
 
     def decode_tps(self, generated: int) -> float:
+        if self.whole:
+            return generated / self.ttft() if self.ttft() > 0 else 0.0
         span = (self.last or 0.0) - (self.first or 0.0)
         return (generated - 1) / span if generated > 1 and span > 0 else 0.0
 
