@@ -309,7 +309,9 @@ async def test_heatmap_toggle_shows_tokens(make_app: Any) -> None:
         view = app.screen.query_one(AssistantView)
         assert not view.query_one("#tokens").display
         await pilot.press("f3")
-        assert view.heat is not None and view.query_one("#tokens").display
+        assert view.heat is not None and view.heat.by == "p" and view.query_one("#tokens").display
+        await pilot.press("f3")
+        assert view.heat is not None and view.heat.by == "entropy"
         await pilot.press("f3")
         assert view.heat is None
 

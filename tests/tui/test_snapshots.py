@@ -34,9 +34,11 @@ def test_main_screen_after_a_reply(snap_compare: Any, make_app: Any) -> None:
 
 
 def test_inspecting_a_token_with_heatmap(snap_compare: Any, make_app: Any) -> None:
-    """You should see: the reply as tokens coloured by probability (heatmap on), the cursor on
-    " scripted" (reverse video), and the candidates panel for it: rank 4, " small", " tiny",
-    " demo" above the chosen " scripted" with its ▶ marker."""
+    """You should see: the reply as tokens coloured by probability (heatmap on: five bands, most
+    tokens in the >=50% green, " branches" in the <50% band), the cursor on " scripted" (reverse
+    video), the legend line "heat: p raw  <0.1%  <1%  <10%  <50%  ≥50%  F3: by entropy" above the
+    input, and the candidates panel for it: rank 4, " small", " tiny", " demo" above the chosen
+    " scripted" with its ▶ marker."""
 
     async def inspect(pilot: Any) -> None:
         await _chat(pilot)

@@ -29,14 +29,16 @@ from tui.screens.message_picker import MessagePicker
 from tui.screens.replace_chat import DISCARD, SAVE, ReplaceChatDialog
 from tui.widgets.candidates import CandidatesPanel
 from tui.widgets.chat_input import ChatInput
+from tui.widgets.heat_legend import HeatLegend
 from tui.widgets.key_bar import KeyBar
 from tui.widgets.params_panel import ParamsPanel
-from tui.widgets.render import HeatPalette
+from tui.widgets.render import HeatMode, HeatPalette
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.transcript import Transcript
 
 
 PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a streaming reply
+HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
 
 
 class ChatScreen(Screen[None]):
@@ -57,7 +59,7 @@ class ChatScreen(Screen[None]):
         self.controller = make_controller(self.post_message)
         self.config = config
         self.saved_conversation = saved_conversation
-        self.heatmap = config.ui.heatmap
+        self.heat_mode: HeatMode | None = "p" if config.ui.heatmap else None
         self.preset = ""
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
@@ -66,6 +68,7 @@ class ChatScreen(Screen[None]):
         with Horizontal(id="body"):
             with Vertical(id="chat"):
                 yield Transcript()
+                yield HeatLegend()
                 yield ChatInput(id="input")
             with Vertical(id="side"):
                 yield CandidatesPanel(classes="" if self.config.ui.show_candidates else "-hidden")
@@ -449,13 +452,26 @@ class ChatScreen(Screen[None]):
 
     # --- view
 
+    @property
+    def heatmap(self) -> bool:
+        """Whether the heatmap is on (by either measure): what "save settings" keeps."""
+        return self.heat_mode is not None
+
     def action_toggle_heatmap(self) -> None:
-        self.heatmap = not self.heatmap
+        """Off, then by probability, then by entropy, then off again."""
+        self.heat_mode = HEAT_CYCLE[(HEAT_CYCLE.index(self.heat_mode) + 1) % len(HEAT_CYCLE)]
         self._apply_heat()
 
     def _apply_heat(self) -> None:
-        heat = HeatPalette.from_variables(self.app.theme_variables) if self.heatmap else None
+        mode = self.heat_mode
+        heat = HeatPalette.from_variables(self.app.theme_variables, mode) if mode is not None else None
         self.query_one(Transcript).set_heat(heat)
+        self.query_one(HeatLegend).palette = heat
+
+    def action_toggle_units(self) -> None:
+        """The candidates panel in percent or in natural-log probabilities."""
+        panel = self.query_one(CandidatesPanel)
+        panel.logprobs = not panel.logprobs
 
     def action_toggle_candidates(self) -> None:
         self.query_one(CandidatesPanel).toggle_class("-hidden")

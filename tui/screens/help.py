@@ -1,14 +1,31 @@
-"""The help screen: every key, its binding id (for `[keys]` in config.toml) and what it does."""
+"""The help screen: what the numbers mean, then every key, its binding id (for `[keys]` in
+config.toml) and what it does.
+
+The numbers come first: a key list says how to reach a number, not what "sampled 0.4%" means.
+"""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import DataTable, Label, Static
 
 from tui.bindings import key_table
+
+# Two lines each, in the words of engine/api.py's definitions.
+NUMBERS = (
+    ("p raw", "the model's own probability of the token, before temperature",
+     "and filters. The heatmap (F3) and bars show it; u: % or log p."),
+    ("sampled", "its probability where it was drawn from: after temperature,",
+     "top-k, top-p and min-p. — : a filter removed it."),
+    ("rank", "its place among all tokens by p raw: 1 = the favourite.",
+     "Above 1: sampling picked a less likely token than the top one."),
+    ("entropy", "how spread p raw is, in nats: 0 = sure, 0.69 = a coin flip,",
+     "2.3 = ten equal choices. F3 twice colours tokens by it."),
+)
 
 _WHERE = {"app": "anywhere", "screen": "chat", "input": "input", "transcript": "transcript",
           "candidates": "candidates", "params": "parameters"}
@@ -21,6 +38,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen { align: center middle; }
     HelpScreen > Vertical { width: 95%; height: 90%; border: thick $primary; background: $surface; }
     HelpScreen DataTable { height: 1fr; }
+    HelpScreen #numbers { height: auto; padding: 0 1 1 1; }
     """
     BINDINGS = [Binding("escape,f1,q", "app.pop_screen", "Close", id="help.close", tooltip="Close help")]
 
@@ -30,6 +48,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
+            yield Static(numbers_text(), id="numbers")
             yield Label(" Keys — rebind any of them by id in \\[keys] of config.toml. Esc closes.")
             yield DataTable(zebra_stripes=True, cursor_type="row")
 
@@ -39,3 +58,14 @@ class HelpScreen(ModalScreen[None]):
         for binding_id, key, description, where in key_table(self.keymap):
             table.add_row(key, description, _WHERE.get(where, where), binding_id)
         table.focus()
+
+
+def numbers_text() -> Text:
+    """The numbers, each name bold and its two lines beside it."""
+    width = max(len(name) for name, _l1, _l2 in NUMBERS)
+    text = Text("What the numbers mean", style="bold")
+    for name, first, second in NUMBERS:
+        text.append(f"\n{name:>{width}}  ", style="bold")
+        text.append(first)
+        text.append(f"\n{'':>{width}}  {second}")
+    return text

@@ -16,10 +16,11 @@ from textual.widget import Widget
 from engine.api import TokenEvent
 from tui.bindings import bindings_for
 from tui.messages import CandidateChosen
-from tui.widgets.render import bar, visible
+from tui.widgets.render import bar, log_text, percent, safe_log, visible
 
 BAR_WIDTH = 10
 CHARS = 12  # of a candidate's text
+UNKNOWN = "—"  # a number a filter made 0 in the sampled column, or one a remote server does not send
 
 
 class CandidatesPanel(Widget, can_focus=True):
@@ -34,6 +35,7 @@ class CandidatesPanel(Widget, can_focus=True):
     token: reactive[TokenEvent | None] = reactive(None)
     row: reactive[int] = reactive(0)
     streaming: reactive[bool] = reactive(False)
+    logprobs: reactive[bool] = reactive(False)  # natural-log probabilities instead of percent
 
     def on_mount(self) -> None:
         self.border_title = "candidates"
@@ -53,38 +55,53 @@ class CandidatesPanel(Widget, can_focus=True):
         return Group(self._summary(token), Text(""), self._table(token))
 
     def _summary(self, token: TokenEvent) -> Text:
-        """The chosen token's numbers, named as api.py defines them."""
-        p_raw = math.exp(token.logprob)
+        """The chosen token's numbers, named as api.py defines them. A small probability shows
+        its value (``3.2e-5``), never ``0.0%``: this token *was* drawn."""
         text = Text()
         text.append(f"#{token.index} ", style="dim")
         text.append(f"{visible(token.text or token.piece)!s}", style="bold")
-        text.append(f"\np raw {p_raw:6.1%}  sampled {token.sampled_prob:6.1%}")
-        text.append(f"\nrank {token.rank}  entropy {token.entropy:.2f} nats")
+        sampled = token.sampled_prob
+        if self.logprobs:
+            shown = UNKNOWN if sampled is None else log_text(safe_log(sampled))
+            text.append(f"\nlog p raw {log_text(token.logprob):>6}  sampled {shown}")
+        else:
+            shown = UNKNOWN if sampled is None else percent(sampled, precise=True)
+            raw = percent(math.exp(token.logprob), precise=True)
+            text.append(f"\np raw {raw:>6}  sampled {shown}")  # steady while it streams
+        rank = UNKNOWN if token.rank is None else str(token.rank)
+        entropy = UNKNOWN if token.entropy is None else f"{token.entropy:.2f} nats"
+        text.append(f"\nrank {rank}  entropy {entropy}")
         if self.streaming:
             text.append("  (newest)", style="italic dim")
         return text
 
+    def _number(self, p: float, logprob: float) -> str:
+        """One cell of the table, in the panel's unit."""
+        return log_text(logprob) if self.logprobs else percent(p)
+
     def _table(self, token: TokenEvent) -> Table:
-        """key, token, raw bar, raw %, sampled % (— when a filter removed the candidate)."""
+        """key, token, raw bar, raw, sampled (— when a filter removed the candidate)."""
         variables = self.app.theme_variables
         table = Table.grid(padding=(0, 1))
         for justify in ("left", "left", "left", "right", "right"):
             table.add_column(justify=justify)  # type: ignore[arg-type]
-        table.add_row("", "", "", Text("raw", style="dim"), Text("sampled", style="dim"))
+        heads = ("log raw", "log smp") if self.logprobs else ("raw", "sampled")
+        table.add_row("", "", "", Text(heads[0], style="dim"), Text(heads[1], style="dim"))
         for i, cand in enumerate(token.candidates):
             p_raw = math.exp(cand.logprob)
-            removed = cand.sampled_prob == 0
+            removed = cand.sampled_prob == 0  # a filter removed it (None: unknown, remote)
             chosen = cand.id == token.id
             key = str((i + 1) % 10) if i < 10 else " "
             row_style = "reverse" if i == self.row and self.has_focus else ""
             label_style = f"bold {variables.get('chosen-token', '')}" if chosen else ""
+            sampled = (UNKNOWN if removed or cand.sampled_prob is None
+                       else self._number(cand.sampled_prob, safe_log(cand.sampled_prob)))
             table.add_row(
                 Text(key + ("▶" if chosen else " "), style=row_style),
                 Text(f"{visible(cand.text)[:CHARS]:<{CHARS}}", style=f"{label_style} {row_style}".strip()),
                 Text(bar(p_raw, BAR_WIDTH), style=variables.get("prob-bar-removed" if removed else "prob-bar", "")),
-                Text(f"{p_raw:.1%}"),
-                Text("—" if removed else f"{cand.sampled_prob:.1%}",
-                     style="dim" if removed else variables.get("prob-bar-sampled", "")),
+                Text(self._number(p_raw, cand.logprob)),
+                Text(sampled, style="dim" if sampled == UNKNOWN else variables.get("prob-bar-sampled", "")),
             )
         if not token.candidates:
             table.add_row("", Text("candidates are off (c/C to change)", style="dim"))
@@ -97,3 +114,8 @@ class CandidatesPanel(Widget, can_focus=True):
     def action_choose(self) -> None:
         if self.token is not None and self.token.candidates:
             self.post_message(CandidateChosen(self.row))
+
+
+def _known(value: float | None, spec: str) -> str:
+    """A number, or "—" where it is unknown (a remote server does not send it: engine.api)."""
+    return "—" if value is None else format(value, spec)

@@ -6,13 +6,15 @@ Kept apart from the widgets so they can be tested without an app and reused by t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 
 from engine.api import TokenEvent
+from tui.contrast import blend_stops, heat_bands
 from tui.safe_text import printable
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -30,31 +32,113 @@ def prob(logprob: float) -> float:
     return math.exp(logprob)
 
 
+def percent(p: float, precise: bool = False) -> str:
+    """A probability for a person: ``18.7%``; below a tenth of a percent ``<0.1%``, or with
+    `precise` the value itself in scientific form (``3.2e-5``), never ``0.0%``, which reads as
+    "impossible" for a token that was just sampled. ``0%`` only for exactly 0; ``?`` for NaN."""
+    if not math.isfinite(p):
+        return "?"
+    p = unit(p)
+    if p >= 0.001:
+        return f"{p:.1%}"
+    if p == 0:
+        return "0%"
+    return scientific(p) if precise else "<0.1%"
+
+
+def scientific(p: float) -> str:
+    """``3.2e-5``: two significant digits, the exponent without padding."""
+    mantissa, exponent = f"{p:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def safe_log(p: float) -> float:
+    """log p for any number a remote engine may send: -inf for 0, NaN for what is no probability."""
+    if p > 0:
+        return math.log(p)
+    return -math.inf if p == 0 else math.nan
+
+
+def log_text(logprob: float) -> str:
+    """A natural-log probability: ``-1.68``; ``-inf`` for a candidate that cannot be drawn."""
+    if math.isnan(logprob):
+        return "?"
+    return "-inf" if logprob == -math.inf else f"{logprob:.2f}"
+
+
+# Where the heat bands part, coldest (index 0) to warmest: a token's band is the number of
+# limits it reaches. Probability on a log scale (decades), so 0.01%, 0.5% and 18.7% differ;
+# entropy in nats, where low entropy (a sure model) is the warm end.
+P_LIMITS = (0.001, 0.01, 0.1, 0.5)
+ENTROPY_LIMITS = (3.0, 2.0, 1.0, 0.5)  # reached when the entropy is *below* the limit
+HEAT_BANDS = len(P_LIMITS) + 1
+HeatMode = Literal["p", "entropy"]
+
+
 @dataclass(frozen=True)
 class HeatPalette:
-    """The three theme colours of the heatmap (token backgrounds), parsed once per theme change
-    rather than per token; probabilities in between are blended like `tui.themes.heat_colour`."""
+    """The heatmap's colours (token backgrounds) and what they show, made once per theme
+    change rather than per token.
+
+    Five bands, not a blend: a blend of dark colours collapses into one colour in a 256-colour
+    terminal (18.7%, 0.5% and 0.01% all showed one dark red), while five bands, each chosen to
+    stay its own colour there (`tui.contrast.heat_bands`), read the same in every terminal and
+    match the legend exactly.
+    """
 
     low: Color
     mid: Color
     high: Color
+    by: HeatMode = "p"
+    bands: tuple[Color, ...] = ()  # coldest first; made evenly from low/mid/high when empty
+
+    def __post_init__(self) -> None:
+        if len(self.bands) != HEAT_BANDS:
+            object.__setattr__(self, "bands", tuple(blend_stops((self.low, self.mid, self.high), HEAT_BANDS)))
 
     def colour(self, p: float) -> Color:
         """The heat of probability `p`; a value that is not a probability (NaN from a broken
         model or a remote engine) shows as the coldest, never breaks rendering."""
         p = unit(p)
-        if p < 0.5:
-            return self.low.blend(self.mid, p / 0.5)
-        return self.mid.blend(self.high, (p - 0.5) / 0.5)
+        return self.bands[sum(p >= limit for limit in P_LIMITS)]
+
+    def entropy_colour(self, entropy: float | None) -> Color | None:
+        """The heat of a position's entropy: the surer the model (lower entropy), the warmer.
+        NaN counts as the least sure; an unknown entropy (a remote engine's) gets no colour."""
+        if entropy is None:
+            return None
+        if not math.isfinite(entropy):
+            return self.bands[0]
+        return self.bands[sum(entropy < limit for limit in ENTROPY_LIMITS)]
+
+    def token_colour(self, token: TokenEvent) -> Color | None:
+        """The heat of one token, by its probability or by its position's entropy."""
+        return self.entropy_colour(token.entropy) if self.by == "entropy" else self.colour(prob(token.logprob))
+
+    def legend(self) -> list[tuple[str, Color]]:
+        """(label, colour) per band, coldest first: what the legend line shows."""
+        if self.by == "entropy":
+            labels = ["≥3", "<3", "<2", "<1", "<0.5 nats"]
+        else:
+            labels = ["<0.1%", "<1%", "<10%", "<50%", "≥50%"]
+        return list(zip(labels, self.bands))
+
+    def switched(self, by: HeatMode) -> "HeatPalette":
+        """The same colours showing another measure."""
+        return replace(self, by=by)
 
     @classmethod
-    def from_variables(cls, variables: dict[str, str]) -> "HeatPalette":
+    def from_variables(cls, variables: dict[str, str], by: HeatMode = "p") -> "HeatPalette":
+        """From a theme's variables: its three heat stops, with the bands made readable on its
+        text colour and distinct in 256 colours."""
         def pick(name: str, default: str) -> Color:
             try:
                 return Color.parse(variables.get(name, default))
             except Exception:  # a bad theme value falls back, it never breaks rendering
                 return Color.parse(default)
-        return cls(pick("heat-low", "#6b2230"), pick("heat-mid", "#5a4716"), pick("heat-high", "#1d4a2c"))
+        low, mid, high = pick("heat-low", "#6b2230"), pick("heat-mid", "#5a4716"), pick("heat-high", "#1d4a2c")
+        text = pick("foreground", "#d8dee9")
+        return cls(low, mid, high, by, heat_bands((low, mid, high), text, HEAT_BANDS))
 
 
 def token_display(token: TokenEvent, selected: bool) -> str:
@@ -69,8 +153,9 @@ def token_display(token: TokenEvent, selected: bool) -> str:
 def token_style(token: TokenEvent, index: int, selected: bool, heat: HeatPalette | None) -> Style:
     """A token's style: its index as click metadata, its heat colour, the cursor's highlight."""
     style = Style(meta={"token": index})
-    if heat is not None:
-        style += Style(bgcolor=heat.colour(prob(token.logprob)).rich_color)
+    colour = heat.token_colour(token) if heat is not None else None
+    if colour is not None:
+        style += Style(bgcolor=colour.rich_color)
     if selected:
         style += Style(reverse=True, bold=True, underline=True)
     return style
