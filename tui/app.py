@@ -29,6 +29,9 @@ from tui.screens.help import HelpScreen
 from tui.screens.model_picker import ModelPicker
 from tui.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
 
+QUIT_WAIT_S = 2.0  # the longest quitting waits for the engine: a stuck engine thread never keeps the app
+TERMINATED = 128 + signal.SIGTERM  # the exit status after SIGTERM, as a shell reports a signalled job
+
 
 class LogitscopeApp(App[None]):
     """logitscope: chat with a local model and see what it almost said."""
@@ -58,6 +61,8 @@ class LogitscopeApp(App[None]):
         self.keymap: dict[str, str] = {}
         self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir))
         self._engine_closed = False
+        self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
+        self.exit_note: str | None = None  # one line for the terminal once the screen is gone
 
     def _make_controller(self, post: Post) -> ChatController:
         config = self.loaded.config
@@ -127,13 +132,20 @@ class LogitscopeApp(App[None]):
         self._start_load(spec)
 
     def _watch_hangup(self) -> None:
-        """A closed terminal (SIGHUP) must lose nothing and print no traceback."""
+        """A closed terminal (SIGHUP) or a SIGTERM must lose nothing and print no traceback."""
         if self.is_headless:
             return  # tests: never install process-wide handlers
         try:
             signal.signal(signal.SIGHUP, self._hangup)
-        except (ValueError, AttributeError):
-            pass  # not the main thread, or no SIGHUP (Windows)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.terminate)
+        except (ValueError, AttributeError, NotImplementedError, RuntimeError):
+            pass  # not the main thread, or no such signals (Windows)
+
+    def terminate(self) -> None:
+        """SIGTERM (`kill`, a logout, a service manager): unlike a hangup the terminal is still
+        there, so leave the normal way (save, restore the terminal), at once and bounded."""
+        self.engine.cancel()
+        asyncio.get_running_loop().create_task(self._quit(TERMINATED))
 
     def _hangup(self, signum: int, frame: object) -> None:
         """The terminal is gone. Textual's writer thread dies on the first write that fails, after
@@ -146,27 +158,36 @@ class LogitscopeApp(App[None]):
 
     async def action_quit(self) -> None:
         """Quit at once, mid-stream included."""
+        await self._quit(0)
+
+    async def _quit(self, code: int) -> None:
         await self.shutdown()
-        self.exit()
+        self.exit(return_code=code)
 
     async def shutdown(self) -> None:
-        """Close the engine and keep the conversation. Idempotent."""
+        """Keep the conversation, then close the engine, waiting at most `QUIT_WAIT_S`: a reply
+        still streaming is saved as cancelled, and an engine thread that does not answer (a chat
+        template that loops, a hung load) is left to the OS (`engine_stuck`). Idempotent."""
         if self._engine_closed:
             return
         self._engine_closed = True
+        self._save_conversation()  # first: whatever the engine does now, the chat is on disk
         try:
-            await self.controller.close()
-        finally:
-            self._save_conversation()
+            await asyncio.wait_for(self.controller.close(), QUIT_WAIT_S)
+        except asyncio.TimeoutError:
+            self.engine_stuck = True
 
     def _save_conversation(self) -> None:
+        """Write the chat for "resume"; a failure (a full disk) is one line, shown on exit."""
         conversation = self.controller.conversation
         if conversation.root is None:
             return
+        path = last_conversation_path(self.save_dir)
         try:
-            save_conversation(conversation, last_conversation_path(self.save_dir))
+            save_conversation(conversation, path)
         except OSError as exc:
-            self.log.warning(f"could not save the conversation: {exc}")
+            self.exit_note = f"logitscope: the conversation could not be saved to {path}: {exc.strerror or exc}"
+            self.log.warning(self.exit_note)
 
     async def on_unmount(self) -> None:
         await self.shutdown()

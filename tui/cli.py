@@ -15,7 +15,10 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from tui.app import LogitscopeApp
 
 HEADLESS_COMMANDS = ("run", "bench")
 
@@ -90,7 +93,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)  # type: ignore[arg-type]
     tune_gc_for_streaming()
     app.run()
-    return app.return_code or 0
+    return after_exit(app)
+
+
+def after_exit(app: "LogitscopeApp") -> int:
+    """Once the terminal is restored: say what the screen no longer could (a save that failed),
+    and never wait on an engine thread that did not stop (interpreter exit would join it)."""
+    code = app.return_code or 0
+    if app.exit_note:
+        print(app.exit_note, file=sys.stderr)
+    if app.engine_stuck:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

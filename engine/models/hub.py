@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from engine.api import LoadProgress, ModelLoadError
+from engine.settings.files import read_regular_text
 from engine.settings.paths import state_dir
 
 DEMO_SPEC = "demo"
@@ -337,7 +338,7 @@ def recent_models(directory: str | Path | None = None) -> list[str]:
     """Specs loaded recently, newest first; an unreadable history file is just an empty one."""
     file = Path(directory or state_dir()) / "recent.json"
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(file))  # a FIFO there must not hang the picker
     except (OSError, ValueError):
         return []
     specs = data.get("recent", []) if isinstance(data, dict) else []

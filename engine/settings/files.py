@@ -7,6 +7,7 @@ half of one behind. `tui.themes` and `tui.keymap` reuse it for the same one-line
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -58,11 +59,22 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+def read_regular_text(path: Path) -> str:
+    """The UTF-8 text of a regular file. Anything else is an OSError ("not a regular file")
+    before a byte is read: opening a FIFO blocks until some writer comes (start-up hung on a
+    FIFO at the config path), a device may never end. UnicodeDecodeError for other bytes."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return handle.read().decode("utf-8")
+
+
 def read_toml(path: Path) -> tuple[dict[str, Any], str] | TomlProblem:
     """The parsed file and its text, or one line saying what is wrong (syntax errors located)."""
     shown = display_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path)
     except FileNotFoundError:
         return TomlProblem(f"{shown}: no such file", missing=True)
     except UnicodeDecodeError:

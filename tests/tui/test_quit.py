@@ -1,0 +1,123 @@
+"""Quitting never waits on a stuck engine and never loses the chat: Ctrl+Q leaves within ~2 s
+(saving first), a reply cut by quitting is saved as cancelled, a save that fails says so in one
+line, SIGTERM saves and restores the terminal, a FIFO at the config path never hangs start-up."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, AsyncGenerator
+
+import pytest
+
+from engine.api import EngineEvent, GenerateRequest
+from engine.fake import ScriptedEngine
+from tui.cli import after_exit
+from tui_helpers import SIZE, start_reply
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class StuckEngine(ScriptedEngine):
+    """An engine whose thread no longer answers: a turn that ignores cancel, a close that hangs
+    (a chat template looping for minutes did this)."""
+
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
+        return self._stuck(request)
+
+    async def _stuck(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
+        async for event in self._generate(request):
+            yield event
+            break
+        await asyncio.Event().wait()  # never another token, never a TurnFinished
+        yield event  # pragma: no cover
+
+    async def close(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_ctrl_q_leaves_within_seconds_when_the_engine_is_stuck(make_app: Any, tmp_path: Path) -> None:
+    app = make_app(StuckEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await start_reply(app, pilot, "tell me")
+        started = time.monotonic()
+        await asyncio.wait_for(app.action_quit(), 10)
+        assert time.monotonic() - started < 4
+        await pilot.pause()
+    assert app.engine_stuck
+    saved = json.loads((tmp_path / "state" / "last-conversation.json").read_text())
+    reply = saved["nodes"][1]["versions"][0]
+    assert reply["finish_reason"] == "cancelled" and reply["tokens"]  # not null: "streaming..." forever
+
+
+async def test_a_reply_cut_by_quitting_is_saved_as_cancelled(make_app: Any, tmp_path: Path) -> None:
+    app = make_app(ScriptedEngine(token_delay=0.2))
+    async with app.run_test(size=SIZE) as pilot:
+        await start_reply(app, pilot, "tell me")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    saved = json.loads((tmp_path / "state" / "last-conversation.json").read_text())
+    assert saved["nodes"][1]["versions"][0]["finish_reason"] == "cancelled"
+    assert not app.engine_stuck
+
+
+async def test_a_save_that_fails_at_quit_is_one_line_on_exit(make_app: Any, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    app = make_app(ScriptedEngine(token_delay=0.2))
+    async with app.run_test(size=SIZE) as pilot:
+        await start_reply(app, pilot, "tell me")
+        monkeypatch.setattr(json, "dump", full)
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert after_exit(app) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "could not be saved" in err and "No space left on device" in err
+    assert not any(p.name.endswith(".tmp") for p in (tmp_path / "state").iterdir())
+
+
+def test_a_fifo_at_the_config_path_never_hangs_start_up(tmp_path: Path) -> None:
+    from engine.settings import load_config
+
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    result: list[Any] = []
+    reader = threading.Thread(target=lambda: result.append(load_config(fifo, explicit=True)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert result, "load_config blocked on a FIFO"
+    assert any("not a regular file" in p for p in result[0].problems)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_sigterm_mid_reply_saves_restores_the_terminal_and_exits(tmp_path: Path) -> None:
+    from test_tmux import Tmux
+
+    tmux = Tmux(tmp_path)
+    marker = tmp_path / "exit-code"
+    try:
+        app = f"echo $$ > {tmp_path / 'pid'}; exec {sys.executable} -m tui.cli --fake-engine"
+        tmux.start(f"LOGITSCOPE_FAKE_DELAY=0.3 sh -c '{app}'; echo $? > {marker}; echo EXITED; sleep 30")
+        tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+        tmux.type_line("tell me")
+        tmux.wait_for(lambda s: "streaming" in s)
+        os.kill(int((tmp_path / "pid").read_text()), 15)
+        screen = tmux.wait_for(lambda s: "EXITED" in s, timeout=15)
+        assert "Traceback" not in screen and "scripted-demo" not in screen  # the normal screen is back
+        assert marker.read_text().strip() == "143"
+        saved = json.loads((tmp_path / "state" / "logitscope" / "last-conversation.json").read_text())
+        assert saved["nodes"][0]["versions"][0]["text"] == "tell me"
+        assert saved["nodes"][1]["versions"][0]["finish_reason"] == "cancelled"
+    finally:
+        tmux.kill()
