@@ -147,7 +147,7 @@ def test_a_slow_build_finishes_in_the_background_for_the_next_load(tmp_path: Pat
     started = time.monotonic()
     with pytest.raises(cbuild.StillBuilding, match="^native.c is still building in the background$"):
         cbuild.load(native.RECIPE, folder, wait=0.2, cc=str(cc))
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.5  # 0.2 s of waiting, with room for a busy machine
     target = cbuild.library_path(native.SOURCE, native.FLAGS, folder)
     deadline = time.monotonic() + 60
     while not cbuild.verified(target) and time.monotonic() < deadline:

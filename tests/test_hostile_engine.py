@@ -104,7 +104,7 @@ async def test_a_template_that_never_ends_is_stopped_with_its_name(looping_model
     assert await asyncio.wait_for(engine.prepare([Message("user", "hi")]), 30) == 0
     with pytest.raises(EngineError, match="was stopped. It is not run again: load the model again to retry"):
         await run(engine, [Message("user", "hi")])
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 2  # no second 0.5 s render (nor two, for the warm-up)
     await engine.load(str(chatml_model))  # and the engine goes on
     _, finished = await run(engine, [Message("user", "hi")])
     assert finished.generated_tokens > 0
