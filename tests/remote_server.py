@@ -42,6 +42,9 @@ class Script:
     delay_s: float = 0.0  # between chunks
     silent_s: float = 0.0  # before the first chunk (after the headers)
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every request body seen
+    vllm: bool = False  # answer as vLLM: owned_by "vllm", /v1/completions with token-id prompts
+    completion: list[int] = field(default_factory=lambda: [300, 301, 302, 303])  # ids it "generates"
+    cache: list[int] = field(default_factory=list)  # what its prefix cache holds (vLLM mode)
     closed_early: threading.Event = field(default_factory=threading.Event)  # the client hung up
 
 
@@ -61,7 +64,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/v1/models":
-            data = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in self.script.models]})
+            extra = {"owned_by": "vllm", "max_model_len": 512} if self.script.vllm else {}
+            data = json.dumps({"object": "list", "data": [{"id": m, "object": "model", **extra}
+                                                          for m in self.script.models]})
             self._json(self.script.models_status, data if self.script.models_status == 200 else self.script.error_body)
         else:
             self._json(404, '{"error": "not found"}')
@@ -72,6 +77,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.script.status != 200:
             self._json(self.script.status, self.script.error_body)
             return
+        if self.path == "/v1/completions":
+            self.script.chunks = self._completion(self.script.bodies[-1])
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -90,6 +97,27 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.script.closed_early.set()
+
+
+    def _completion(self, body: dict[str, Any]) -> list[Any]:
+        """vLLM's legacy stream for a token-id prompt: `completion` continued from where the
+        prompt already is in it, ``token_id:N`` tokens, the prefix-cache hit in the usage."""
+        prompt = list(body["prompt"])
+        cached = next((i for i, (a, b) in enumerate(zip(prompt, self.script.cache)) if a != b),
+                      min(len(prompt), len(self.script.cache)))
+        done = [i for i in self.script.completion if i in prompt[-len(self.script.completion):]]
+        todo = [i for i in self.script.completion if i not in done][: body["max_tokens"]]
+        out: list[Any] = []
+        for n, token in enumerate(todo):
+            top = {f"token_id:{token}": -0.25, "token_id:7": -1.5}
+            last = n == len(todo) - 1
+            reason = ("stop" if len(done) + len(todo) == len(self.script.completion) else "length") if last else None
+            out.append({"choices": [{"index": 0, "text": f"<{token}>", "finish_reason": reason, "logprobs": {
+                "tokens": [f"token_id:{token}"], "token_logprobs": [-0.25], "top_logprobs": [top]}}]})
+        out.append({"choices": [], "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(todo),
+                                             "prompt_tokens_details": {"cached_tokens": cached}}})
+        self.script.cache = prompt + todo
+        return out
 
 
 class ScriptedServer:

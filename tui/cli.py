@@ -35,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="allow model code from the repo (only for repos you trust)")
     parser.add_argument("--server", metavar="URL", help="an OpenAI-compatible server (mlx_lm.server, vLLM, "
                         "llama.cpp) instead of MLX here; --model then names its model")
+    parser.add_argument("--tokenizer", metavar="SPEC", help="the server's model's tokenizer, for token-id prompts")
     parser.add_argument("--fake-engine", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--version", action="store_true",
                         help="print the versions and which BLAS MLX would use here (and why), then exit")
@@ -80,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.remote import remote_engine
 
         try:
-            engine = remote_engine(replace(loaded.config.engine, server=args.server or loaded.config.engine.server))
+            chosen = loaded.config.engine
+            engine = remote_engine(replace(chosen, server=args.server or chosen.server,
+                                           tokenizer=args.tokenizer or chosen.tokenizer))
         except EngineError as error:
             print(f"logitscope: {error}", file=sys.stderr)
             return 2

@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="a config file to use instead of ~/.config/logitscope/config.toml")
     run.add_argument("--server", help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, llama.cpp); "
                      "--model then names its model")
+    run.add_argument("--tokenizer", help="the server's model's tokenizer (folder or repo id), for token-id prompts")
     return parser
 
 
@@ -98,8 +99,9 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     for problem in loaded.problems:
         _say(sys.stderr, f"warning: {problem}")
     config = loaded.config
-    if args.server is not None:
-        config = replace(config, engine=replace(config.engine, server=args.server))
+    if args.server is not None or args.tokenizer is not None:
+        config = replace(config, engine=replace(config.engine, server=args.server or config.engine.server,
+                                                tokenizer=args.tokenizer or config.engine.tokenizer))
     if any(not p.strip() for p in args.prompt):
         raise UsageError("--prompt must not be empty")
     for flag, texts in (("--prompt", args.prompt), ("--system", [args.system or ""])):

@@ -24,8 +24,10 @@ from engine.api import (
     SamplingParams,
 )
 from engine.remote.capabilities import Capabilities, detect
+from engine.remote.completions import IdsTurn
 from engine.remote.events import TurnClock, TurnOutcome, UNKNOWN_ID, piece_text, token_event, turn_finished
 from engine.remote.http import HttpClient, HttpOptions
+from engine.remote.tokens import ServerTokenizer, load_tokenizer
 from engine.remote.wire import chat_messages, greedy_choice, finish_reason, records, sampling_fields, usage_counts
 
 SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the server serves"
@@ -34,9 +36,14 @@ SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the 
 class RemoteEngine:
     """Turns on a server; see the module docstring and README "Remote engines"."""
 
-    def __init__(self, options: HttpOptions) -> None:
-        """Nothing is contacted until `load` (so a wrong URL is one line there, not a crash here)."""
+    def __init__(self, options: HttpOptions, tokenizer: str = "") -> None:
+        """Nothing is contacted until `load` (so a wrong URL is one line there, not a crash here).
+        `tokenizer`: a folder or hub id of the model's tokenizer, for token-id prompts (default:
+        the model's name, when the server takes ids)."""
         self._options = options
+        self._tokenizer_source = tokenizer
+        self._tokens: ServerTokenizer | None = None
+        self._interrupt = asyncio.Event()  # cancel or new parameters: stop reading now
         self._client: HttpClient | None = None
         self._caps: Capabilities | None = None
         self._model: ModelInfo | None = None
@@ -68,11 +75,22 @@ class RemoteEngine:
         name, wire = _choose_model(model, caps, client.base_url)
         if wire not in caps.models and wire != "default_model":
             await _check_served(client, wire)
-        self._caps, self._wire_model = caps, wire
+        tokens, problem = await self._tokenizer_for(caps, name)
+        self._caps, self._wire_model, self._tokens = caps, wire, tokens
         self._model = ModelInfo(name=name, path=f"{client.base_url}#{name}", context_limit=caps.context_limit,
-                                vocab_size=0, has_chat_template=True, parameters=0, dtype="remote",
-                                blas=caps.kind, notes=_notes(caps))
+                                vocab_size=len(tokens) if tokens is not None else 0, has_chat_template=True,
+                                parameters=0, dtype="remote", blas=caps.kind,
+                                notes=_notes(caps, tokens is not None, problem))
         return self._model
+
+    async def _tokenizer_for(self, caps: Capabilities, name: str) -> tuple[ServerTokenizer | None, str]:
+        """The local tokenizer where the server takes token ids, or why there is none."""
+        if not caps.token_id_prompts:
+            return None, ""
+        try:
+            return await asyncio.to_thread(load_tokenizer, self._tokenizer_source or name), ""
+        except EngineError as exc:
+            return None, str(exc)
 
     def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         return self._turn(request)
@@ -89,14 +107,19 @@ class RemoteEngine:
         server's own limit)."""
         if self._model is None or self._closed:
             raise EngineError("No model is loaded: load one first.")
+        if self._tokens is not None:
+            return len(await self._tokens.render(messages, False))
         return 0
 
     def set_params(self, params: SamplingParams) -> None:
-        """Taken by the next request (the chat endpoint cannot continue a reply mid-way)."""
+        """In token-id mode from the next token (the stream is ended and the reply continued);
+        over the chat endpoint from the next reply (it cannot continue one)."""
         self._params = params
+        self._interrupt.set()
 
     def cancel(self) -> None:
         self._cancel.set()
+        self._interrupt.set()
 
     async def close(self) -> None:
         if self._closed:
@@ -107,10 +130,17 @@ class RemoteEngine:
             await self._client.close()
 
     async def _turn(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
-        """One turn through the chat endpoint, streamed where the server streams logprobs."""
+        """One turn: as token ids where the server takes them (`engine.remote.completions`), else
+        through the chat endpoint, streamed where the server streams logprobs."""
         client, caps = self._ready(request)
         self._cancel.clear()
         self._params = request.params
+        if self._tokens is not None:
+            turn = IdsTurn(client, caps, self._tokens, self._wire_model, lambda: self._params, self._cancel,
+                           self._interrupt, _until)
+            async for event in turn.run(request):
+                yield event
+            return
         body = self._body(request, caps)
         clock, ids, texts = TurnClock(), [], []
         usage: tuple[int, int] | None = None
@@ -156,7 +186,7 @@ class RemoteEngine:
             raise EngineError("No model is loaded: load one first.")
         if not request.messages:
             raise EngineError("Nothing to answer: the conversation is empty.")
-        if request.continue_last:
+        if request.continue_last and self._tokens is None:
             raise EngineError(f"{self._caps.kind} at {self._client.base_url} cannot continue a partial reply "
                               "over the chat endpoint: branching from a candidate needs a local engine.")
         return self._client, self._caps
@@ -226,14 +256,18 @@ async def _check_served(client: HttpClient, wire: str) -> None:
         raise ModelLoadError(f"{wire!r}: {exc}") from None
 
 
-def _notes(caps: Capabilities) -> tuple[str, ...]:
+def _notes(caps: Capabilities, by_ids: bool, problem: str) -> tuple[str, ...]:
     """Said once after the load: what this server cannot show."""
-    notes = [f"{caps.kind}: entropy and sampled probabilities are not sent by servers (shown as —)."]
+    notes = [f"{caps.kind}: entropy and sampled probabilities are not sent by servers (shown as —); "
+             f"at most {caps.top_limit} candidates per token."]
     if not caps.stream_logprobs:
         notes.append(f"{caps.kind} sends no logprobs while streaming: each reply arrives whole, "
                      "with candidates only at temperature 0.")
-    notes.append(f"{caps.kind}: at most {caps.top_limit} candidates per token; "
-                 "parameter changes apply from the next reply, and branching needs a local engine.")
+    if caps.token_id_prompts and not by_ids:
+        notes.append(f"{caps.kind} takes token-id prompts, but {problem} Using the chat endpoint instead.")
+    if not by_ids:
+        notes.append("Over the chat endpoint the history is sent as text, parameter changes apply from "
+                     "the next reply, and branching needs a local engine or token-id prompts.")
     return tuple(notes)
 
 
