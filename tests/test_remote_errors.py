@@ -8,17 +8,26 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import pytest
+from remote_server import ScriptedServer, reply
 
-from engine.api import EngineError, GenerateRequest, Message, ModelLoadError, SamplingParams, TokenEvent, TurnFinished
+from engine.api import (
+    EngineError,
+    GenerateRequest,
+    Message,
+    ModelLoadError,
+    SamplingParams,
+    TokenEvent,
+    TurnFinished,
+)
 from engine.cli.run import main as run_main
 from engine.remote import HttpOptions, RemoteEngine, remote_engine
 from engine.settings import load_config
 from engine.settings.config import EngineConfig
-from remote_server import ScriptedServer, reply
 from tui.cli import main as tui_main
 
 HELLO = GenerateRequest((Message("user", "hi"),), SamplingParams(temperature=0.0, candidates=5))
@@ -154,7 +163,8 @@ async def test_a_partial_reply_cannot_be_continued_over_the_chat_endpoint(remote
         await _turn(remote, branch)
 
 
-def test_run_with_server_prints_unknown_numbers_as_null(server: ScriptedServer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_with_server_prints_unknown_numbers_as_null(server: ScriptedServer,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     server.reset()
     assert run_main(["run", "--server", server.url, "--model", "scripted", "--prompt", "hi", "--json"]) == 0
     out = capsys.readouterr().out

@@ -15,12 +15,19 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from engine.api import EngineError, GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
+from engine.api import (
+    EngineError,
+    GenerateRequest,
+    Message,
+    SamplingParams,
+    TokenEvent,
+    TurnFinished,
+)
 from engine.client import Engine
 from engine.remote import HttpOptions, RemoteEngine
 

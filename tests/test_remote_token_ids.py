@@ -7,15 +7,21 @@ falling back to the chat endpoint with one note."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import AsyncIterator, Iterator
 
 import pytest
+from remote_server import ScriptedServer
 from transformers import AutoTokenizer
 
-from engine.api import GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
+from engine.api import (
+    GenerateRequest,
+    Message,
+    SamplingParams,
+    TokenEvent,
+    TurnFinished,
+)
 from engine.remote import HttpOptions, RemoteEngine
-from remote_server import ScriptedServer
 
 PARAMS = SamplingParams(temperature=0.0, candidates=5, max_tokens=50)
 HELLO = (Message("user", "hello"),)

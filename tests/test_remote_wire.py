@@ -11,7 +11,14 @@ from engine.api import EngineError, SamplingParams
 from engine.remote.events import piece_text, token_event
 from engine.remote.http import normalise_url, status_problem
 from engine.remote.sse import parse_data_line
-from engine.remote.wire import TokenRecord, greedy_choice, records, sampling_fields, usage_counts
+from engine.remote.wire import (
+    Alternative,
+    TokenRecord,
+    greedy_choice,
+    records,
+    sampling_fields,
+    usage_counts,
+)
 
 
 def test_sse_lines_give_objects_and_skip_comments_and_done() -> None:
@@ -67,8 +74,7 @@ def test_an_event_says_only_what_the_server_said() -> None:
     record = TokenRecord(9, "Ġcat", -3.0, ())
     event = token_event(0, record, " cat", 5)
     assert (event.sampled_prob, event.entropy, event.rank) == (None, None, None)  # not in a top-N: unknown
-    listed = TokenRecord(9, "x", -1.0, tuple(records({"logprobs": {"content": [{"id": 1, "token": "y", "logprob": -1.0,
-        "top_logprobs": [{"id": 1, "token": "y", "logprob": -0.5}, {"id": 9, "token": "x", "logprob": -1.0}]}]}})[0].top))
+    listed = TokenRecord(9, "x", -1.0, (Alternative(1, "y", -0.5), Alternative(9, "x", -1.0)))
     assert token_event(0, listed, "x", 5).rank == 2
     assert piece_text("Ġcat") == " cat"
 
@@ -85,12 +91,14 @@ def test_usage_gives_the_cached_token_count() -> None:
     assert usage_counts({"usage": {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 8}}}) == (10, 8)
     assert usage_counts({"usage": {"prompt_tokens": 10}}) == (10, 0)
     assert usage_counts({"choices": []}) is None
+    assert usage_counts({"timings": {"cache_n": 30, "prompt_n": 4}}) == (34, 30)  # llama.cpp
 
 
 def test_urls_and_statuses_are_one_line() -> None:
     assert normalise_url("127.0.0.1:8080/v1/") == "http://127.0.0.1:8080"
     with pytest.raises(EngineError, match="http"):
         normalise_url("ftp://x")
-    assert status_problem(401, '{"error": {"message": "bad key"}}', "http://h") == \
-        "The server at http://h refused the API key (401): set the key's environment variable ([engine] api_key_env): bad key"
+    assert status_problem(401, '{"error": {"message": "bad key"}}', "http://h") == (
+        "The server at http://h refused the API key (401): set the key's environment variable "
+        "([engine] api_key_env): bad key")
     assert "\n" not in status_problem(500, "line one\nline two", "http://h")

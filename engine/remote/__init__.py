@@ -11,7 +11,7 @@ from engine.remote.engine import RemoteEngine
 from engine.remote.http import HttpOptions, normalise_url
 from engine.settings.config import EngineConfig
 
-__all__ = ["RemoteEngine", "HttpOptions", "remote_engine"]
+__all__ = ["HttpOptions", "RemoteEngine", "remote_engine"]
 
 
 def remote_engine(config: EngineConfig) -> RemoteEngine:

@@ -11,15 +11,29 @@ parameters (the prefix cache makes that cheap); cancel closes the stream at once
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
-from engine.api import EngineError, EngineEvent, FinishReason, GenerateRequest, SamplingParams
+from engine.api import (
+    EngineError,
+    EngineEvent,
+    FinishReason,
+    GenerateRequest,
+    SamplingParams,
+)
 from engine.remote.capabilities import Capabilities
 from engine.remote.events import TurnClock, TurnOutcome, token_event, turn_finished
 from engine.remote.http import HttpClient
 from engine.remote.tokens import ServerTokenizer
-from engine.remote.wire import Alternative, TokenRecord, finish_reason, records, sampling_fields, usage_counts
+from engine.remote.wire import (
+    Alternative,
+    TokenRecord,
+    finish_reason,
+    records,
+    sampling_fields,
+    usage_counts,
+)
 
 WAIT = Callable[[AsyncIterator[dict[str, Any]], asyncio.Event], AsyncIterator[dict[str, Any]]]
 

@@ -9,7 +9,8 @@ What a server cannot tell (entropy, sampled probabilities, a rank outside its to
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any
 
 from engine.api import (
     EngineError,
@@ -25,10 +26,23 @@ from engine.api import (
 )
 from engine.remote.capabilities import Capabilities, detect
 from engine.remote.completions import IdsTurn
-from engine.remote.events import TurnClock, TurnOutcome, UNKNOWN_ID, piece_text, token_event, turn_finished
+from engine.remote.events import (
+    TurnClock,
+    TurnOutcome,
+    piece_text,
+    token_event,
+    turn_finished,
+)
 from engine.remote.http import HttpClient, HttpOptions
 from engine.remote.tokens import ServerTokenizer, load_tokenizer
-from engine.remote.wire import chat_messages, greedy_choice, finish_reason, records, sampling_fields, usage_counts
+from engine.remote.wire import (
+    chat_messages,
+    finish_reason,
+    greedy_choice,
+    records,
+    sampling_fields,
+    usage_counts,
+)
 
 SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the server serves"
 
@@ -258,8 +272,8 @@ async def _check_served(client: HttpClient, wire: str) -> None:
 
 def _notes(caps: Capabilities, by_ids: bool, problem: str) -> tuple[str, ...]:
     """Said once after the load: what this server cannot show."""
-    notes = [f"{caps.kind}: entropy and sampled probabilities are not sent by servers (shown as —); "
-             f"at most {caps.top_limit} candidates per token."]
+    notes = [(f"{caps.kind}: entropy and sampled probabilities are not sent by servers (shown as —); "
+              f"at most {caps.top_limit} candidates per token.")]
     if not caps.stream_logprobs:
         notes.append(f"{caps.kind} sends no logprobs while streaming: each reply arrives whole, "
                      "with candidates only at temperature 0.")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx2
 
@@ -40,7 +41,7 @@ def normalise_url(url: str) -> str:
         text = "http://" + text
     if not text.startswith(("http://", "https://")):
         raise EngineError(f"--server must be an http:// or https:// URL, not {url[:60]!r}")
-    return text[:-3] if text.endswith("/v1") else text
+    return text.removesuffix("/v1")
 
 
 class HttpClient:

@@ -9,7 +9,8 @@ become one clear line rather than a hang or a traceback.
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from engine.api import EngineError
 

@@ -10,8 +10,9 @@ deadline, so a chat template that loops cannot freeze the event loop.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from engine.api import EngineError, Message
 from engine.prompt import TextEncoder, render_prompt

@@ -15,8 +15,9 @@ Three dialects of ``logprobs`` arrive:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from engine.api import EngineError, Message, SamplingParams
 
@@ -163,12 +164,17 @@ def finish_reason(choice: dict[str, Any]) -> str | None:
 
 
 def usage_counts(obj: dict[str, Any]) -> tuple[int, int] | None:
-    """(prompt_tokens, cached_tokens) from a ``usage`` object, when the server sent one."""
+    """(prompt_tokens, cached_tokens) from a ``usage`` object (OpenAI's
+    ``prompt_tokens_details.cached_tokens``) or llama.cpp's ``timings`` (``cache_n`` reused,
+    ``prompt_n`` computed), when the server sent one."""
     usage = obj.get("usage")
+    timings = obj.get("timings")
+    if isinstance(timings, dict) and all(isinstance(timings.get(k), int) for k in ("cache_n", "prompt_n")):
+        return timings["cache_n"] + timings["prompt_n"], max(0, timings["cache_n"])
     if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
         return None
     details = usage.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if not isinstance(cached, int):
-        cached = usage.get("cache_n") if isinstance(usage.get("cache_n"), int) else 0  # llama.cpp's name
+        cached = 0
     return usage["prompt_tokens"], max(0, min(cached, usage["prompt_tokens"]))
