@@ -177,15 +177,17 @@ def _version(r: "_Reader", role: str) -> Version:
 def _token(r: "_Reader") -> TokenEvent:
     r.require_dict()
     return TokenEvent(
-        index=r.get("index", int), id=r.token_id("id"), text=r.get("text", str), piece=r.get("piece", str),
-        logprob=r.number("logprob"), sampled_prob=r.number("sampled_prob"), rank=r.get("rank", int),
-        entropy=r.number("entropy"), candidates=tuple(_candidate(c) for c in r.field("candidates").items()),
+        index=r.get("index", int), id=r.token_id("id", unknown=True), text=r.get("text", str), piece=r.get("piece", str),
+        logprob=r.number("logprob"), sampled_prob=r.maybe_number("sampled_prob"),
+        rank=r.get("rank", int, default=None), entropy=r.maybe_number("entropy"),
+        candidates=tuple(_candidate(c) for c in r.field("candidates").items()),
     )
 
 
 def _candidate(r: "_Reader") -> Candidate:
     r.require_dict()
-    return Candidate(r.token_id("id"), r.get("text", str), r.number("logprob"), r.number("sampled_prob"))
+    return Candidate(r.token_id("id", unknown=True), r.get("text", str), r.number("logprob"),
+                     r.maybe_number("sampled_prob"))
 
 
 def _params(r: "_Reader") -> SamplingParams:
@@ -245,14 +247,21 @@ class _Reader:
             raise ValueError(f"{self.path}.{key}: expected {_KINDS.get(kind, kind.__name__)}, got {_show(value)}")
         return value  # type: ignore[return-value]
 
+    def maybe_number(self, key: str) -> float | None:
+        """`key` as a number, or null: what a remote server cannot tell (engine.api)."""
+        return None if self.value.get(key) is None else self.number(key)
+
     def number(self, key: str) -> float:
         value = self.value.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{self.path}.{key}: expected a number, got {_show(value)}")
         return value
 
-    def token_id(self, key: str) -> int:
+    def token_id(self, key: str, *, unknown: bool = False) -> int:
+        """A token id; with `unknown`, also -1: a token a remote server named by text only."""
         value = self.get(key, int)
+        if unknown and value == -1:
+            return value
         if not 0 <= value <= MAX_ID:
             raise ValueError(f"{self.path}.{key}: {value} is not a token id")
         return value
