@@ -7,12 +7,14 @@ import io
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Sequence
 
 from textual.app import App, ComposeResult
 
-from engine.api import Candidate, SamplingParams, TokenEvent
+from engine.api import Candidate, Message, SamplingParams, TokenEvent
 from engine.cli.run import Printer
 from engine.remote.events import UNKNOWN_ID
+from tui.model.context import Fit, fit
 from tui.model.conversation import Conversation, Node, Version
 from tui.model.store import load_conversation, save_conversation
 from tui.widgets.candidates import CandidatesPanel
@@ -56,3 +58,12 @@ def test_a_chat_with_unknown_numbers_saves_and_reads_back(tmp_path: Path) -> Non
     save_conversation(conversation, path)
     loaded = load_conversation(path)
     assert loaded.path()[-1].version.tokens == [REMOTE_TOKEN, by_text]
+
+
+async def test_a_server_that_does_not_say_its_context_limit_gets_the_message() -> None:
+    """context_limit 0 = unknown (mlx_lm.server): the server refuses what does not fit, in one line."""
+    async def count(messages: Sequence[Message]) -> int:
+        return 0
+
+    sent = (Message("user", "hello there"),)
+    assert await fit(count, sent, 0, "drop_oldest", 512) == Fit(sent)

@@ -40,8 +40,11 @@ def tokens(n: int) -> str:
 async def fit(count: Count, messages: Sequence[Message], limit: int, strategy: str, reply_room: int) -> Fit:
     """`messages` as they may be sent to a model of context `limit`, which needs the prompt
     shorter than `limit` (room for one new token at least). `reply_room`: how many tokens a
-    dropping strategy tries to leave for the reply."""
+    dropping strategy tries to leave for the reply. A `limit` of 0 is unknown (a remote server
+    that does not say it): everything is sent, and the server refuses what does not fit."""
     messages = tuple(messages)
+    if limit <= 0:
+        return Fit(messages)
     total = await count(messages)
     if total < limit:
         return Fit(messages)
