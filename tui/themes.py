@@ -32,6 +32,7 @@ from engine.settings import (
     parse_toml,
     read_toml,
 )
+from tui.contrast import readable_theme
 
 # Every app-specific variable a theme must define, with what it colours.
 REQUIRED_VARIABLES: dict[str, str] = {
@@ -217,11 +218,18 @@ def load_user_themes(config_dir: Path, builtins: Sequence[Theme] | None = None) 
 
 def register_all(app: App[Any], config_dir: Path) -> list[str]:
     """Register the built-in themes, then the user's (a user theme may replace a built-in of the
-    same name). Returns the problems with the user's theme files, one line each."""
+    same name). Returns the problems with the user's theme files, one line each.
+
+    Then every theme the app offers, Textual's own included, is registered again made readable
+    (`tui.contrast.readable_theme`): heat and bar colours where it has none (Textual's light
+    themes had our dark heatmap), borders and bars at 3:1 on its background in truecolor and 256
+    colours (Textual's unfocused border was ~1.05:1, black on near-black in tmux)."""
     builtins = load_builtin_themes()
     user_themes, problems = load_user_themes(config_dir, builtins)
     for theme in [*builtins, *user_themes]:
         app.register_theme(theme)
+    for theme in list(app.available_themes.values()):
+        app.register_theme(readable_theme(theme, _fallback_for({"dark": theme.dark}, builtins)))
     return problems
 
 

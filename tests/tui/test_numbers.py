@@ -80,7 +80,8 @@ def test_heat_by_entropy_puts_a_sure_model_at_the_warm_end() -> None:
     token = TokenEvent(0, 1, "a", "a", math.log(0.005), 0.01, 5, 0.1, (Candidate(1, "a", math.log(0.005), 0.01),))
     assert palette.token_colour(token) == palette.bands[-1]  # unlikely, but the model was sure
     assert palette.switched("p").token_colour(token) == palette.bands[1]
-    assert palette.entropy_colour(4.0) == palette.bands[0] and palette.entropy_colour(math.nan) == palette.bands[0]
+    assert palette.entropy_band(4.0) == 0 and palette.entropy_band(math.nan) == 0
+    assert palette.entropy_band(None) is None  # a remote engine's unknown entropy: no colour
 
 
 async def test_f3_cycles_probability_entropy_off_with_a_legend(make_app: Any) -> None:

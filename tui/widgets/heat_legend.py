@@ -6,7 +6,6 @@ drawn on its own band colour, so the legend is also the colour key. The screen s
 
 from __future__ import annotations
 
-from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
@@ -40,7 +39,7 @@ def legend_text(palette: HeatPalette) -> Text:
     colour (the text in the theme's own colour, as the tokens have it)."""
     text = Text()
     text.append(_TITLE[palette.by], style="dim")
-    for label, colour in palette.legend():
-        text.append(f" {label} ", style=Style(bgcolor=colour.rich_color))
+    for label, band in palette.legend():
+        text.append(f" {label} ", style=palette.style(band))
     text.append(_NEXT[palette.by], style="dim")
     return text

@@ -91,37 +91,55 @@ class HeatPalette:
     high: Color
     by: HeatMode = "p"
     bands: tuple[Color, ...] = ()  # coldest first; made evenly from low/mid/high when empty
+    inks: tuple[Color | None, ...] = ()  # the text colour on each band (None: the theme's own)
 
     def __post_init__(self) -> None:
         if len(self.bands) != HEAT_BANDS:
             object.__setattr__(self, "bands", tuple(blend_stops((self.low, self.mid, self.high), HEAT_BANDS)))
+        if len(self.inks) != HEAT_BANDS:
+            object.__setattr__(self, "inks", (None,) * HEAT_BANDS)
 
-    def colour(self, p: float) -> Color:
-        """The heat of probability `p`; a value that is not a probability (NaN from a broken
-        model or a remote engine) shows as the coldest, never breaks rendering."""
+    def band(self, p: float) -> int:
+        """The band of probability `p`; a value that is not a probability (NaN from a broken
+        model) is the coldest, never breaks rendering."""
         p = unit(p)
-        return self.bands[sum(p >= limit for limit in P_LIMITS)]
+        return sum(p >= limit for limit in P_LIMITS)
 
-    def entropy_colour(self, entropy: float | None) -> Color | None:
-        """The heat of a position's entropy: the surer the model (lower entropy), the warmer.
-        NaN counts as the least sure; an unknown entropy (a remote engine's) gets no colour."""
+    def entropy_band(self, entropy: float | None) -> int | None:
+        """The band of a position's entropy: the surer the model (lower entropy), the warmer.
+        NaN counts as the least sure; an unknown entropy (a remote engine's) has no band."""
         if entropy is None:
             return None
         if not math.isfinite(entropy):
-            return self.bands[0]
-        return self.bands[sum(entropy < limit for limit in ENTROPY_LIMITS)]
+            return 0
+        return sum(entropy < limit for limit in ENTROPY_LIMITS)
+
+    def token_band(self, token: TokenEvent) -> int | None:
+        """The band of one token, by its probability or by its position's entropy."""
+        return self.entropy_band(token.entropy) if self.by == "entropy" else self.band(prob(token.logprob))
+
+    def colour(self, p: float) -> Color:
+        """The heat colour of probability `p`."""
+        return self.bands[self.band(p)]
 
     def token_colour(self, token: TokenEvent) -> Color | None:
-        """The heat of one token, by its probability or by its position's entropy."""
-        return self.entropy_colour(token.entropy) if self.by == "entropy" else self.colour(prob(token.logprob))
+        """The heat colour of one token (None: no colour, its entropy is unknown)."""
+        band = self.token_band(token)
+        return None if band is None else self.bands[band]
 
-    def legend(self) -> list[tuple[str, Color]]:
-        """(label, colour) per band, coldest first: what the legend line shows."""
+    def style(self, band: int) -> Style:
+        """The rich style of a band: its background, and its text colour where the theme's own
+        is too faint on it."""
+        ink = self.inks[band]
+        return Style(bgcolor=self.bands[band].rich_color, color=ink.rich_color if ink else None)
+
+    def legend(self) -> list[tuple[str, int]]:
+        """(label, band) per band, coldest first: what the legend line shows."""
         if self.by == "entropy":
             labels = ["≥3", "<3", "<2", "<1", "<0.5 nats"]
         else:
             labels = ["<0.1%", "<1%", "<10%", "<50%", "≥50%"]
-        return list(zip(labels, self.bands))
+        return list(zip(labels, range(HEAT_BANDS)))
 
     def switched(self, by: HeatMode) -> "HeatPalette":
         """The same colours showing another measure."""
@@ -137,8 +155,8 @@ class HeatPalette:
             except Exception:  # a bad theme value falls back, it never breaks rendering
                 return Color.parse(default)
         low, mid, high = pick("heat-low", "#6b2230"), pick("heat-mid", "#5a4716"), pick("heat-high", "#1d4a2c")
-        text = pick("foreground", "#d8dee9")
-        return cls(low, mid, high, by, heat_bands((low, mid, high), text, HEAT_BANDS))
+        bands = heat_bands((low, mid, high), pick("foreground", "#d8dee9"), HEAT_BANDS)
+        return cls(low, mid, high, by, tuple(b for b, _ink in bands), tuple(ink for _b, ink in bands))
 
 
 def token_display(token: TokenEvent, selected: bool) -> str:
@@ -153,9 +171,9 @@ def token_display(token: TokenEvent, selected: bool) -> str:
 def token_style(token: TokenEvent, index: int, selected: bool, heat: HeatPalette | None) -> Style:
     """A token's style: its index as click metadata, its heat colour, the cursor's highlight."""
     style = Style(meta={"token": index})
-    colour = heat.token_colour(token) if heat is not None else None
-    if colour is not None:
-        style += Style(bgcolor=colour.rich_color)
+    band = heat.token_band(token) if heat is not None else None
+    if heat is not None and band is not None:
+        style += heat.style(band)
     if selected:
         style += Style(reverse=True, bold=True, underline=True)
     return style
