@@ -110,15 +110,17 @@ async def test_a_chat_through_mlx_lm_server_matches_the_local_engine(served: str
     await remote.close()
 
 
-async def test_sampling_gives_the_chosen_tokens_exactly_but_no_candidates(served: str) -> None:
+async def test_sampling_gives_the_chosen_tokens_exactly_but_no_candidates(served: str, chatml_model: Path) -> None:
     """mlx_lm.server mislabels the chosen token once top_logprobs are asked for (see README):
-    at temperature > 0 only the exact chosen ids and logprobs are asked for."""
-    remote = RemoteEngine(HttpOptions(served))
+    at temperature > 0 only the exact chosen ids and logprobs are asked for; their texts come
+    from the tokenizer given with --tokenizer (the server sends bare ids)."""
+    remote = RemoteEngine(HttpOptions(served), tokenizer=str(chatml_model))
     await remote.load("demo")
     tokens, done = await _turn(remote, GenerateRequest((Message("user", "hi"),),
-                                                       GREEDY.with_changes(temperature=1.0, seed=3)))
+                                                       GREEDY.with_changes(temperature=1.0, seed=3, max_tokens=12)))
     assert tokens and all(t.candidates == () and t.rank is None and t.logprob <= 0 for t in tokens)
     assert done.token_ids == tuple(t.id for t in tokens)
+    assert "".join(t.text for t in tokens) == done.text
     await remote.close()
 
 

@@ -36,6 +36,7 @@ from engine.remote.events import (
 from engine.remote.http import HttpClient, HttpOptions
 from engine.remote.tokens import ServerTokenizer, load_tokenizer
 from engine.remote.wire import (
+    TokenRecord,
     chat_messages,
     finish_reason,
     greedy_choice,
@@ -56,7 +57,8 @@ class RemoteEngine:
         the model's name, when the server takes ids)."""
         self._options = options
         self._tokenizer_source = tokenizer
-        self._tokens: ServerTokenizer | None = None
+        self._tokens: ServerTokenizer | None = None  # the model's tokenizer here, when found
+        self._by_ids = False  # token-id prompts: the server takes them and the tokenizer is here
         self._interrupt = asyncio.Event()  # cancel or new parameters: stop reading now
         self._client: HttpClient | None = None
         self._caps: Capabilities | None = None
@@ -91,15 +93,17 @@ class RemoteEngine:
             await _check_served(client, wire)
         tokens, problem = await self._tokenizer_for(caps, name)
         self._caps, self._wire_model, self._tokens = caps, wire, tokens
+        self._by_ids = tokens is not None and caps.token_id_prompts
         self._model = ModelInfo(name=name, path=f"{client.base_url}#{name}", context_limit=caps.context_limit,
                                 vocab_size=len(tokens) if tokens is not None else 0, has_chat_template=True,
                                 parameters=0, dtype="remote", blas=caps.kind,
-                                notes=_notes(caps, tokens is not None, problem))
+                                notes=_notes(caps, self._by_ids, problem))
         return self._model
 
     async def _tokenizer_for(self, caps: Capabilities, name: str) -> tuple[ServerTokenizer | None, str]:
-        """The local tokenizer where the server takes token ids, or why there is none."""
-        if not caps.token_id_prompts:
+        """The local tokenizer where the server takes token ids or one was named (it then also
+        gives each id-only token its text), or why there is none."""
+        if not caps.token_id_prompts and not self._tokenizer_source:
             return None, ""
         try:
             return await asyncio.to_thread(load_tokenizer, self._tokenizer_source or name), ""
@@ -121,7 +125,7 @@ class RemoteEngine:
         server's own limit)."""
         if self._model is None or self._closed:
             raise EngineError("No model is loaded: load one first.")
-        if self._tokens is not None:
+        if self._by_ids and self._tokens is not None:
             return len(await self._tokens.render(messages, False))
         return 0
 
@@ -149,7 +153,7 @@ class RemoteEngine:
         client, caps = self._ready(request)
         self._cancel.clear()
         self._params = request.params
-        if self._tokens is not None:
+        if self._by_ids and self._tokens is not None:
             turn = IdsTurn(client, caps, self._tokens, self._wire_model, lambda: self._params, self._cancel,
                            self._interrupt, _until)
             async for event in turn.run(request):
@@ -200,7 +204,7 @@ class RemoteEngine:
             raise EngineError("No model is loaded: load one first.")
         if not request.messages:
             raise EngineError("Nothing to answer: the conversation is empty.")
-        if request.continue_last and self._tokens is None:
+        if request.continue_last and not self._by_ids:
             raise EngineError(f"{self._caps.kind} at {self._client.base_url} cannot continue a partial reply "
                               "over the chat endpoint: branching from a candidate needs a local engine.")
         return self._client, self._caps
@@ -239,7 +243,15 @@ class RemoteEngine:
             raise EngineError("The server sent a reply without its logprobs: it cannot be inspected.")
         if params.temperature == 0:
             found = [greedy_choice(r) for r in found]
-        return [token_event(i, r, piece_text(r.token), params.candidates) for i, r in enumerate(found)]
+        texts = self._texts(found)
+        return [token_event(i, r, text, params.candidates) for i, (r, text) in enumerate(zip(found, texts))]
+
+    def _texts(self, found: list[TokenRecord]) -> list[str]:
+        """Each token's text: decoded here when the tokenizer is (mlx_lm.server sends bare ids
+        without top_logprobs), else its raw piece made readable."""
+        if self._tokens is not None and all(r.id is not None for r in found):
+            return self._tokens.texts([r.id for r in found])
+        return [piece_text(r.token) for r in found]
 
 
 def _choose_model(model: str, caps: Capabilities, base_url: str) -> tuple[str, str]:

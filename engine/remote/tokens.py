@@ -44,6 +44,19 @@ class ServerTokenizer:
         except Exception:  # noqa: BLE001 - an id the tokenizer lacks: shown as such, not a crash
             return f"<id {token_id}>"
 
+    def texts(self, ids: Sequence[int | None]) -> list[str]:
+        """What each id adds to the reply's text, decoded as a whole (a character split over ids
+        goes with the id that completes it), for a server that sends ids without text."""
+        out, before = [], ""
+        for end in range(1, len(ids) + 1):
+            now = str(self._tokenizer.decode([i for i in ids[:end] if i is not None]))
+            if now.endswith("\ufffd") and end < len(ids):
+                out.append("")  # part of a character: its text comes with the id that completes it
+                continue
+            out.append(now.removeprefix(before))
+            before = now
+        return out
+
     async def render(self, messages: Sequence[Message], continue_last: bool) -> list[int]:
         """The prompt's ids (`engine.prompt.render_prompt`), off the event loop, with a deadline."""
         work = asyncio.to_thread(render_prompt, self, messages, continue_last, self.encode_runs)
