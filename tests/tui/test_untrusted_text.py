@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from textual.widgets import Input
-from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
+from tui_helpers import SIZE, screen_text, send, wait_idle, wait_until
 
 from engine.api import EngineError
 from engine.fake import ScriptedEngine, ScriptedToken
@@ -72,8 +72,8 @@ async def test_a_resumed_conversation_with_hostile_system_and_user_text(make_app
     app = make_app()
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await wait_idle(app, pilot)
-        await palette_run(pilot, "Resume last")
-        await wait_until(pilot, lambda: "sys " in screen_text(app))
+        app.chat_screen.action_resume_last()
+        await wait_until(pilot, lambda: "sys " in screen_text(app), timeout=30)
         assert_safe(screen_text(app))
         await pilot.press("f2")  # the system prompt dialog shows it too
         await pilot.pause()
