@@ -334,3 +334,17 @@ async def test_f7_deletes_a_chosen_message_and_f6_edits_an_earlier_one(make_app:
         await wait_idle(app, pilot)
         assert [m.text for m in engine.requests[-1].messages] == ["uno"]
         assert _texts(app)[0] == "uno" and len(_texts(app)) == 2
+
+
+async def test_a_message_sent_while_busy_stays_in_the_input(make_app: Any) -> None:
+    """Found by the sweep: Enter during a stream cleared the input and refused the text."""
+    from tui_helpers import start_reply
+
+    app = make_app(ScriptedEngine(token_delay=0.2))
+    async with app.run_test(size=SIZE) as pilot:
+        await start_reply(app, pilot, "first")
+        await pilot.press(*"second", "enter")
+        await pilot.pause()
+        assert app.screen.query_one(ChatInput).text == "second"
+        assert any("still streaming" in n for n in _notes(app))
+        await pilot.press("escape")

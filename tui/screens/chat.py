@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
@@ -26,6 +26,7 @@ from tui.model.params import apply_preset, parse_param, step_param
 from tui.model.store import KEPT_FOLDER, load_conversation, save_copy
 from tui.screens.dialogs import TextDialog, ValueDialog
 from tui.screens.message_picker import MessagePicker
+from tui.screens.layout import LAYOUT_CSS, fit, toggle
 from tui.screens.replace_chat import DISCARD, SAVE, ReplaceChatDialog
 from tui.widgets.candidates import CandidatesPanel
 from tui.widgets.chat_input import ChatInput
@@ -44,12 +45,7 @@ HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 step
 class ChatScreen(Screen[None]):
     """Transcript and input on the left, candidates and parameters on the right."""
 
-    DEFAULT_CSS = """
-    ChatScreen #body { height: 1fr; }
-    ChatScreen Transcript { width: 1fr; }
-    ChatScreen #side { width: 46; }
-    ChatScreen #side.-hidden, ChatScreen .-hidden { display: none; }
-    """
+    DEFAULT_CSS = LAYOUT_CSS
     BINDINGS = bindings_for("screen")
 
     def __init__(self, make_controller: Callable[[Post], ChatController], config: Config,
@@ -119,10 +115,7 @@ class ChatScreen(Screen[None]):
     @on(msg.SendRefused)
     def _refused(self, event: msg.SendRefused) -> None:
         """Nothing was added: the text goes back into the input (unless the user typed anew)."""
-        chat_input = self.query_one(ChatInput)
-        if event.text and not chat_input.text.strip():
-            chat_input.load_text(event.text)
-            chat_input.move_cursor(chat_input.document.end)
+        self._give_back(event.text)
         self.query_one(StatusBar).state = "not sent"
         self.notify(event.reason, title="Not sent", severity="warning", timeout=15)
         self.refresh_bindings()
@@ -189,16 +182,26 @@ class ChatScreen(Screen[None]):
 
     @on(msg.Submitted)
     def _submitted(self, event: msg.Submitted) -> None:
+        """Send, or say why not and give the text back to the input (it was cleared on Enter)."""
         if self.controller.busy:
-            self.notify("A reply is still streaming: Esc stops it.", severity="warning")
+            why = "A reply is still streaming: Esc stops it."
         elif self.controller.loading:
-            self.notify("A model is loading: send when it is ready.", severity="warning")
+            why = "A model is loading: send when it is ready."
         elif self.controller.engine.model is None:
-            self.notify("No model is loaded: 'Switch model…' in the command palette picks one.",
-                        severity="warning")
+            why = "No model is loaded: 'Switch model…' in the command palette picks one."
         else:
             self.query_one(Transcript).clear()
             self.controller.send(event.text)
+            return
+        self._give_back(event.text)
+        self.notify(why, severity="warning")
+
+    def _give_back(self, text: str) -> None:
+        """Put an unsent message back into the input, unless the user has typed anew."""
+        chat_input = self.query_one(ChatInput)
+        if text and not chat_input.text.strip():
+            chat_input.load_text(text)
+            chat_input.move_cursor(chat_input.document.end)
 
     @on(msg.TokenSelected)
     def _token_selected(self, event: msg.TokenSelected) -> None:
@@ -473,13 +476,14 @@ class ChatScreen(Screen[None]):
         panel = self.query_one(CandidatesPanel)
         panel.logprobs = not panel.logprobs
 
+    def on_resize(self, event: events.Resize) -> None:
+        fit(self, event.size)
+
     def action_toggle_candidates(self) -> None:
-        self.query_one(CandidatesPanel).toggle_class("-hidden")
-        self._update_side()
+        toggle(self, self.query_one(CandidatesPanel), self.query_one(ParamsPanel), params=False)
 
     def action_toggle_params(self) -> None:
-        self.query_one(ParamsPanel).toggle_class("-hidden")
-        self._update_side()
+        toggle(self, self.query_one(ParamsPanel), self.query_one(CandidatesPanel), params=True)
 
     def _update_side(self) -> None:
         hidden = all(w.has_class("-hidden") for w in (self.query_one(CandidatesPanel), self.query_one(ParamsPanel)))
