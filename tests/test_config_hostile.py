@@ -200,3 +200,11 @@ def test_textuals_own_keys_are_taken_too(tmp_path: Path) -> None:
     assert keymap == {}
     assert problems == [f"{path}:2: [keys] param.seed.up: 'tab' is already the key of textual.focus_next; ignored",
                         f"{path}:3: [keys] view.params: 'ctrl+c' is already the key of textual.copy; ignored"]
+
+
+def test_a_key_spelt_another_way_is_the_same_key(tmp_path: Path) -> None:
+    """Tab is ctrl+i to a terminal; "[" is left_square_bracket to Textual's keymap."""
+    keymap, problems, path = _keymap(tmp_path, '"param.seed.up" = "ctrl+i"\n"param.seed.down" = "["\n')
+    assert keymap == {}
+    assert problems == [f"{path}:2: [keys] param.seed.up: 'ctrl+i' is already the key of textual.focus_next; ignored",
+                        f"{path}:3: [keys] param.seed.down: '[' is already the key of branch.prev; ignored"]

@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from textual.keys import KEY_ALIASES, KEY_TO_UNICODE_NAME, REPLACED_KEYS, Keys
+from textual.keys import KEY_ALIASES, KEY_TO_UNICODE_NAME, REPLACED_KEYS, Keys, _character_to_key
 
 from engine.settings import KeyLines, Problems, display_path
 
@@ -127,6 +127,22 @@ def _keys_of(keys: str) -> list[str]:
     return [part.strip() for part in keys.split(",") if part.strip()]
 
 
+def _spellings(key: str) -> frozenset[str]:
+    """Every way of writing the key Textual will match: a character by its name, as
+    `App.set_keymap` normalises it ("[" is left_square_bracket), and the aliases of the same
+    key press (Tab is also ctrl+i, Enter ctrl+m)."""
+    name = _character_to_key(key) if len(key) == 1 else key
+    same = {name, *KEY_ALIASES.get(name, ())}
+    same.update(main for main, aliases in KEY_ALIASES.items() if name in aliases)
+    return frozenset(same)
+
+
+def _shared(keys: str, other: str) -> str | None:
+    """The first key of `keys` that `other` also has (in any spelling), or None."""
+    theirs = {spelling for key in _keys_of(other) for spelling in _spellings(key)}
+    return next((key for key in _keys_of(keys) if _spellings(key) & theirs), None)
+
+
 def _live_together(place: str, other: str) -> bool:
     """Whether bindings of the two places can both fire on one key press."""
     return place == other or place not in FOCUS_PLACES or other not in FOCUS_PLACES
@@ -136,13 +152,12 @@ def _conflict(keymap: Mapping[str, str], defaults: Defaults, binding_id: str) ->
     """(key, other id) if a key of `binding_id` is another live binding's, unless the two
     shared it by design (Escape stops a reply and leaves the input)."""
     place, default = defaults[binding_id]
-    for key in _keys_of(keymap[binding_id]):
-        for other, (other_place, other_default) in defaults.items():
-            if other == binding_id or not _live_together(place, other_place):
-                continue
-            if key in _keys_of(keymap.get(other, other_default)) and not (
-                    key in _keys_of(default) and key in _keys_of(other_default)):
-                return key, other
+    for other, (other_place, other_default) in defaults.items():
+        if other == binding_id or not _live_together(place, other_place):
+            continue
+        key = _shared(keymap[binding_id], keymap.get(other, other_default))
+        if key is not None and not (_shared(key, default) and _shared(key, other_default)):
+            return key, other
     return None
 
 
