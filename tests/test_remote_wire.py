@@ -4,13 +4,14 @@ URLs. Each malformed input is one EngineError line, never a KeyError or a traceb
 from __future__ import annotations
 
 import math
+from collections.abc import AsyncIterator
 
 import pytest
 
 from engine.api import EngineError, SamplingParams
 from engine.remote.events import piece_text, token_event
 from engine.remote.http import normalise_url, status_problem
-from engine.remote.sse import parse_data_line
+from engine.remote.sse import data_objects, lines_of, parse_data_line
 from engine.remote.wire import (
     Alternative,
     TokenRecord,
@@ -30,6 +31,19 @@ def test_sse_lines_give_objects_and_skip_comments_and_done() -> None:
         parse_data_line("data: {oops")
     with pytest.raises(EngineError, match="not a JSON object"):
         parse_data_line("data: [1, 2]")
+
+
+async def test_endless_bytes_without_a_newline_fail_before_filling_the_memory() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'data: {"a": 1}\n\ndata: '
+        while True:
+            yield b"x" * 65536
+
+    seen = []
+    with pytest.raises(EngineError, match="MiB: not a token event"):
+        async for item in data_objects(lines_of(chunks())):
+            seen.append(item)
+    assert seen == [{"a": 1}]
 
 
 def test_chat_logprobs_with_ids_are_sorted_best_first() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 
 from engine.api import EngineError, ModelLoadError
-from engine.remote.sse import data_objects
+from engine.remote.sse import data_objects, lines_of
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -95,7 +95,7 @@ class HttpClient:
                 if response.status_code >= 400:
                     text = (await response.aread()).decode("utf-8", "replace")
                     raise EngineError(status_problem(response.status_code, text, self.base_url))
-                yield _guarded(data_objects(response.aiter_lines()), self.base_url)
+                yield _guarded(data_objects(lines_of(response.aiter_bytes())), self.base_url)
         except httpx2.HTTPError as exc:
             raise EngineError(transport_problem(exc, self.base_url)) from None
 

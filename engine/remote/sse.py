@@ -15,6 +15,7 @@ from typing import Any
 from engine.api import EngineError
 
 DONE = "[DONE]"
+MAX_LINE = 4 * 2**20  # one event; a token with its top-100 is a few KiB, so this is a broken server
 
 
 def parse_data_line(line: str) -> dict[str, Any] | None:
@@ -34,6 +35,21 @@ def parse_data_line(line: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise EngineError(f"The server sent a stream line that is not a JSON object: {payload[:60]!r}")
     return value
+
+
+async def lines_of(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The stream's lines (UTF-8), never holding more than `MAX_LINE` bytes of one: a server that
+    sends endless bytes without a newline fails here instead of filling the memory."""
+    pending = b""
+    async for chunk in chunks:
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", "replace")
+        if len(pending) > MAX_LINE:
+            raise EngineError(f"The server sent a stream line of over {MAX_LINE // 2**20} MiB: not a token event.")
+    if pending:
+        yield pending.decode("utf-8", "replace")
 
 
 async def data_objects(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
