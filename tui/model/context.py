@@ -56,7 +56,8 @@ async def fit(count: Count, messages: Sequence[Message], limit: int, strategy: s
             return kept
         total = await count(alone)
         return Fit(refusal=_too_long(total, limit, "This message (with the system prompt)"))
-    return Fit(refusal=_too_long(total, limit, "The conversation with this message"))
+    what = "The conversation with this message" if len(alone) < len(messages) else "This message"
+    return Fit(refusal=_too_long(total, limit, what))
 
 
 async def _drop_oldest(count: Count, messages: tuple[Message, ...], head: int, limit: int,

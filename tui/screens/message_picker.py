@@ -27,6 +27,7 @@ def row_text(number: int, node: Node) -> str:
 class MessagePicker(Dialog):
     """Dismisses with the index (into `nodes`) of the chosen message, or None (Esc)."""
 
+    DEFAULT_CSS = "MessagePicker Label { width: 100%; height: auto; }"  # long lines wrap, never clip
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="messages.cancel", tooltip="Close without change")]
 
     def __init__(self, title: str, nodes: list[Node]) -> None:
@@ -37,7 +38,8 @@ class MessagePicker(Dialog):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(literal(f"{self.title_text}  (Enter chooses, Esc cancels)"))
-            yield OptionList(*[Option(row_text(n + 1, node)) for n, node in enumerate(self.choices)])
+            # literal: an OptionList reads a str prompt as markup ("[/]" in a message crashed it)
+            yield OptionList(*[Option(literal(row_text(n + 1, node))) for n, node in enumerate(self.choices)])
 
     def on_mount(self) -> None:
         self.call_after_refresh(self._start_at_the_newest)  # the list may not be mounted yet

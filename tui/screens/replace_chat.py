@@ -23,6 +23,7 @@ class ReplaceChatDialog(Dialog):
 
     AUTO_FOCUS = f"#{SAVE}"  # Enter saves: the choice that loses nothing
 
+    DEFAULT_CSS = "ReplaceChatDialog Label { width: 100%; height: auto; }"  # long lines wrap, never clip
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="replace.cancel", tooltip="Keep the current chat"),
         Binding("s", "choose('save')", "Save", id="replace.save", tooltip="Save the chat to a file, then go on"),
