@@ -107,6 +107,9 @@ async def test_a_chat_through_mlx_lm_server_matches_the_local_engine(served: str
                               Message("user", "and then?")), GREEDY)
     _, again = await _turn(remote, second)
     assert again.reused_tokens > 0 and again.prompt_tokens > remote_done.prompt_tokens  # its prefix cache
+    branch = (*first.messages, Message("assistant", "", (remote_tokens[0].candidates[1].id,)))
+    with pytest.raises(EngineError, match="cannot continue a partial reply"):  # no token-id prompts
+        await _turn(remote, GenerateRequest(branch, GREEDY, continue_last=True))
     await remote.close()
 
 
