@@ -267,3 +267,18 @@ async def test_a_huge_echoed_value_is_cut_in_the_toast(make_app: Any) -> None:
         (note,) = [n for n in app._notifications if "unknown sampling parameter" in n.message]
         assert len(note.message) <= 500 and "characters cut" in note.message
         assert note.message.endswith("unknown sampling parameter; ignored")
+
+
+async def test_the_message_picker_rows_are_literal(make_app: Any) -> None:
+    """F6/F7 list the chat's messages: a user's "[/]" crashed the picker (OptionList reads a str
+    as markup)."""
+    from tui.screens.message_picker import MessagePicker
+
+    app = make_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await send(app, pilot, "mine [/] [bold]x[/]")
+        await pilot.press("f7")
+        await wait_until(pilot, lambda: isinstance(app.screen, MessagePicker))
+        await pilot.pause()
+        assert app.is_running
+        assert "mine [/] [bold]x[/]" in screen_text(app)
