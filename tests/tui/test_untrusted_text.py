@@ -109,14 +109,30 @@ async def test_model_given_on_the_command_line(tmp_path: Path, make_app: Any) ->
         assert_safe(screen_text(app))
 
 
-async def test_a_model_name_in_the_status_bar(make_app: Any) -> None:
-    """`[model] default` (the scripted engine names the model after it) shows escaped."""
-    app = make_app(config_text='[model]\ndefault = "m[/]\\u001b]0;TITLE\\u0007"\n')
-    async with app.run_test(size=SIZE, notifications=True) as pilot:
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string (control characters as \\u escapes)."""
+    body = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in body) + '"'
+
+
+@pytest.mark.parametrize("piece", MARKUP + ESCAPES)
+async def test_a_model_name_in_the_status_bar(make_app: Any, piece: str) -> None:
+    """`[model] default` (the scripted engine names the model after it) shows literally."""
+    app = make_app(config_text=f"[model]\ndefault = {toml_string('m' + piece + 'z')}\n")
+    async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
+        assert app.screen.query_one(StatusBar).model == "m" + piece + "z"
         bar = screen_text(app).splitlines()[-2]
-        assert "m[/]␛]0;TITLE␇" in bar and "\x1b" not in bar
-        assert app.screen.query_one(StatusBar).model.startswith("m[/]")
+        assert f"m{printable(piece)}z" in bar and "\x1b" not in bar
+
+
+@pytest.mark.parametrize("piece", MARKUP + ESCAPES)
+async def test_a_theme_name_in_a_config_problem(make_app: Any, piece: str) -> None:
+    app = make_app(config_text=f"[ui]\ntheme = {toml_string('t' + piece)}\n")
+    async with app.run_test(size=(160, 40), notifications=True) as pilot:
+        await wait_idle(app, pilot)
+        text = screen_text(app)
+        assert f"theme {'t' + piece!r} not found" in text and "\x1b" not in text
 
 
 @pytest.mark.parametrize("config_text, expected", [
