@@ -7,6 +7,7 @@ falling back to the chat endpoint with one note."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -126,3 +127,30 @@ def test_run_with_server_and_tokenizer_sends_ids(server: ScriptedServer, chatml_
                      "--prompt", "again", "--json"]) == 0
     turns = [line for line in capsys.readouterr().out.splitlines() if '"type": "turn"' in line]
     assert len(turns) == 2 and '"prompt_ids": []' not in turns[1] and server.script.bodies[-1]["prompt"]
+
+
+def test_a_chat_template_that_never_ends_fails_the_turn_and_never_holds_the_exit(monkeypatch: pytest.MonkeyPatch,
+                                                                                 chatml_model: Path) -> None:
+    """The template runs off the event loop with a deadline, in a thread that quitting does not
+    wait for (asyncio.run joins its default executor's threads: a stuck one held the exit)."""
+    import time
+
+    from engine.api import EngineError
+    from engine.remote import tokens as remote_tokens
+
+    release = threading.Event()
+    stuck = remote_tokens.load_tokenizer(str(chatml_model))
+    monkeypatch.setattr(stuck._tokenizer, "apply_chat_template", lambda *a, **k: release.wait(30) and "")
+    monkeypatch.setattr(remote_tokens, "RENDER_DEADLINE_S", 0.3)
+
+    async def render() -> str:
+        try:
+            await stuck.render(HELLO, False)
+        except EngineError as exc:
+            return str(exc)
+        return "rendered"
+
+    started = time.monotonic()
+    said = asyncio.run(render())
+    assert time.monotonic() - started < 2.0 and "chat template ran for over" in said
+    release.set()

@@ -34,7 +34,7 @@ from engine.remote.events import (
     turn_finished,
 )
 from engine.remote.http import HttpClient, HttpOptions
-from engine.remote.tokens import ServerTokenizer, load_tokenizer
+from engine.remote.tokens import ServerTokenizer, in_daemon_thread, load_tokenizer
 from engine.remote.wire import (
     TokenRecord,
     chat_messages,
@@ -106,7 +106,7 @@ class RemoteEngine:
         if not caps.token_id_prompts and not self._tokenizer_source:
             return None, ""
         try:
-            return await asyncio.to_thread(load_tokenizer, self._tokenizer_source or name), ""
+            return await in_daemon_thread(load_tokenizer, self._tokenizer_source or name), ""
         except EngineError as exc:
             return None, str(exc)
 

@@ -3,21 +3,23 @@
 server names can be shown as text.
 
 Loaded with `transformers` only (no MLX): from a local folder (``--tokenizer``, or the model name
-when it is one) or the Hugging Face hub like any model. Rendering runs in a worker thread with a
+when it is one) or the Hugging Face hub like any model. Rendering runs in a daemon thread with a
 deadline, so a chat template that loops cannot freeze the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.api import EngineError, Message
 from engine.prompt import TextEncoder, render_prompt
 
 RENDER_DEADLINE_S = 5.0
+T = TypeVar("T")
 
 
 class ServerTokenizer:
@@ -59,12 +61,41 @@ class ServerTokenizer:
 
     async def render(self, messages: Sequence[Message], continue_last: bool) -> list[int]:
         """The prompt's ids (`engine.prompt.render_prompt`), off the event loop, with a deadline."""
-        work = asyncio.to_thread(render_prompt, self, messages, continue_last, self.encode_runs)
+        work = in_daemon_thread(render_prompt, self, messages, continue_last, self.encode_runs)
         try:
             return await asyncio.wait_for(work, RENDER_DEADLINE_S)
         except asyncio.TimeoutError:
-            raise EngineError(f"The chat template ran for over {RENDER_DEADLINE_S:.0f} s: the prompt "
+            raise EngineError(f"The chat template ran for over {RENDER_DEADLINE_S:g} s: the prompt "
                               "cannot be rendered here.") from None
+
+
+def in_daemon_thread(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """`function(*args)` in a daemon thread of its own, as a future of this loop. Not
+    `asyncio.to_thread`: `asyncio.run` joins the default executor's threads at exit, so a template
+    that never ends (or a hub download that hangs) would hold quitting; a daemon thread does not."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():  # the caller gave up (deadline, cancel)
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result, error = function(*args), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine as is
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop is closed: nobody waits
+            pass
+
+    threading.Thread(target=run, name="logitscope-remote-tokenizer", daemon=True).start()
+    return future
 
 
 def load_tokenizer(source: str) -> ServerTokenizer:
