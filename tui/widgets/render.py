@@ -21,11 +21,13 @@ _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
 def visible(text: str) -> str:
-    """Whitespace made visible, so a candidate of " " or "\\n" can be told apart from nothing."""
+    """Whitespace made visible, so a candidate of " " or "\\n" can be told apart from nothing;
+    control characters as everywhere else (`printable`: ESC is ␛, as in the transcript), any
+    other invisible character by its escape (a zero-width space is ``\\u200b``)."""
     if text == "":
         return "∅"
-    return "".join(_VISIBLE.get(ch, ch) if ch in _VISIBLE else (ch if ch.isprintable() else repr(ch)[1:-1])
-                   for ch in text)
+    return "".join(_VISIBLE[ch] if ch in _VISIBLE else ch if ch.isprintable()
+                   else printable(ch) if ord(ch) < 0xA0 else repr(ch)[1:-1] for ch in text)
 
 
 def prob(logprob: float) -> float:
