@@ -208,3 +208,19 @@ def test_a_key_spelt_another_way_is_the_same_key(tmp_path: Path) -> None:
     assert keymap == {}
     assert problems == [f"{path}:2: [keys] param.seed.up: 'ctrl+i' is already the key of textual.focus_next; ignored",
                         f"{path}:3: [keys] param.seed.down: '[' is already the key of branch.prev; ignored"]
+
+
+async def test_start_up_shows_at_most_twenty_config_toasts(tmp_path: Path) -> None:
+    """Each file's lines are capped; many bad theme files (one line each) are counted too."""
+    from engine.fake import ScriptedEngine
+    from tui.app import LogitscopeApp
+
+    for i in range(40):
+        write(tmp_path / "cfg" / "themes" / f"t{i:02}.toml", "name = \n")
+    config = write(tmp_path / "c.toml", "[ui]\nnope = 1\n")
+    app = LogitscopeApp(ScriptedEngine(), load_config(config), config_dir=tmp_path / "cfg", save_dir=tmp_path / "s")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        notes = [n.message for n in app._notifications]
+    assert len(notes) == MAX_PROBLEMS + 1 and notes[0].startswith(f"{config}:2: [ui] nope")
+    assert notes[-1] == "21 more config problems not shown"

@@ -18,7 +18,15 @@ from textual.notifications import SeverityLevel
 
 from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
-from engine.settings import ConfigError, LoadedConfig, printable, save_settings, shortened, state_dir
+from engine.settings import (
+    MAX_PROBLEMS,
+    ConfigError,
+    LoadedConfig,
+    printable,
+    save_settings,
+    shortened,
+    state_dir,
+)
 from tui.bindings import binding_defaults, binding_ids, bindings_for
 from tui.commands import LogitscopeCommands
 from tui.controller import ChatController, Post
@@ -87,13 +95,19 @@ class LogitscopeApp(App[None]):
         self.keymap, key_problems = build_keymap(self.loaded.config.keys, binding_ids(), user_file,
                                                  defaults=binding_defaults())
         self.set_keymap(self.keymap)
-        for line in problems + key_problems:
-            self.notify(line, title="Config", severity="warning", timeout=20)
+        self._show_config_problems(problems + key_problems)
         self.push_screen(self.chat_screen)
         self._watch_hangup()
         # After the first paint: the engine thread's MLX import competes for the GIL, and the
         # screen should be up (and typing possible) before the model is.
         self.call_after_refresh(self._start_load, self.model_spec)
+
+    def _show_config_problems(self, lines: list[str]) -> None:
+        """One toast per problem, twenty at most (each file's list is capped already; forty bad
+        theme files are forty lines), then how many more there were."""
+        more = len(lines) - MAX_PROBLEMS
+        for line in lines[:MAX_PROBLEMS] + ([f"{more} more config problems not shown"] if more > 0 else []):
+            self.notify(line, title="Config", severity="warning", timeout=20)
 
     # --- models
 
