@@ -48,6 +48,21 @@ def test_inspecting_a_token_with_heatmap(snap_compare: Any, make_app: Any) -> No
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=inspect)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (60, 20), (160, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_inspecting_at_any_size(snap_compare: Any, make_app: Any, size: tuple[int, int]) -> None:
+    """You should see, as above (cursor on " scripted", heatmap and its legend on): at 100x30 and
+    160x50 the panels in a column beside the chat; at 80x24 the chat full width with the
+    candidates (numbers and four rows) and the parameters side by side under it; at 60x20 only
+    the candidates under the chat. No word of a header or the legend cut."""
+
+    async def inspect(pilot: Any) -> None:
+        await _chat(pilot)
+        await pilot.press("f3", "escape", "right", "home", "n")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=size, run_before=inspect)
+
+
 def test_help_screen(snap_compare: Any, make_app: Any) -> None:
     """You should see: the help table listing keys, actions, where they act and binding ids,
     starting with "ctrl+q  Quit  anywhere  app.quit"."""

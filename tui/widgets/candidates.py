@@ -19,7 +19,9 @@ from tui.messages import CandidateChosen
 from tui.widgets.render import bar, log_text, percent, safe_log, visible
 
 BAR_WIDTH = 10
+FIXED_COLUMNS = 19  # key and marker, the two numbers, the gaps between the five columns
 CHARS = 12  # of a candidate's text
+SUMMARY_ROWS = 3  # the token, its probabilities, its rank and entropy
 UNKNOWN = "—"  # a number a filter made 0 in the sampled column, or one a remote server does not send
 
 
@@ -32,6 +34,7 @@ class CandidatesPanel(Widget, can_focus=True):
     """
     BINDINGS = bindings_for("candidates")
 
+    _top = 0  # the first candidate shown when not all fit
     token: reactive[TokenEvent | None] = reactive(None)
     row: reactive[int] = reactive(0)
     streaming: reactive[bool] = reactive(False)
@@ -48,11 +51,27 @@ class CandidatesPanel(Widget, can_focus=True):
         if token is None or self.row >= len(token.candidates):
             self.row = 0
 
+    def watch_row(self, row: int) -> None:
+        """Scroll the list just enough that the cursor's row shows."""
+        self._top = min(self._top, row)
+        self._top = max(self._top, row - max(1, self._room()) + 1)
+
     def render(self) -> RenderableType:
         token = self.token
         if token is None:
             return Text("Select a token: Esc to leave the input, then ←/→ (or click a token).", style="dim")
-        return Group(self._summary(token), Text(""), self._table(token))
+        spacer = [Text("")] if self.size.height >= SUMMARY_ROWS + 2 + len(token.candidates) else []
+        return Group(self._summary(token), *spacer, self._table(token))
+
+    def _room(self) -> int:
+        """How many candidate rows fit under the numbers and the column heads."""
+        return self.size.height - SUMMARY_ROWS - 1
+
+    def _window(self, count: int) -> range:
+        """The candidates shown: all that fit, from `_top`, which keeps the cursor's row in."""
+        room = max(1, self._room())
+        self._top = max(0, min(self._top, count - room))
+        return range(self._top, min(count, self._top + room))
 
     def _summary(self, token: TokenEvent) -> Text:
         """The chosen token's numbers, named as api.py defines them. A small probability shows
@@ -86,8 +105,12 @@ class CandidatesPanel(Widget, can_focus=True):
         for justify in ("left", "left", "left", "right", "right"):
             table.add_column(justify=justify)  # type: ignore[arg-type]
         heads = ("log raw", "log smp") if self.logprobs else ("raw", "sampled")
-        table.add_row("", "", "", Text(heads[0], style="dim"), Text(heads[1], style="dim"))
-        for i, cand in enumerate(token.candidates):
+        window = self._window(len(token.candidates))
+        chars, bar_width = self._widths()
+        table.add_row("", Text(self._more(window, len(token.candidates)), style="dim"), "",
+                      Text(heads[0], style="dim"), Text(heads[1], style="dim"))
+        for i in window:
+            cand = token.candidates[i]
             p_raw = math.exp(cand.logprob)
             removed = cand.sampled_prob == 0  # a filter removed it (None: unknown, remote)
             chosen = cand.id == token.id
@@ -98,14 +121,28 @@ class CandidatesPanel(Widget, can_focus=True):
                        else self._number(cand.sampled_prob, safe_log(cand.sampled_prob)))
             table.add_row(
                 Text(key + ("▶" if chosen else " "), style=row_style),
-                Text(f"{visible(cand.text)[:CHARS]:<{CHARS}}", style=f"{label_style} {row_style}".strip()),
-                Text(bar(p_raw, BAR_WIDTH), style=variables.get("prob-bar-removed" if removed else "prob-bar", "")),
+                Text(f"{visible(cand.text)[:chars]:<{chars}}", style=f"{label_style} {row_style}".strip()),
+                Text(bar(p_raw, bar_width), style=variables.get("prob-bar-removed" if removed else "prob-bar", "")),
                 Text(self._number(p_raw, cand.logprob)),
                 Text(sampled, style="dim" if sampled == UNKNOWN else variables.get("prob-bar-sampled", "")),
             )
         if not token.candidates:
             table.add_row("", Text("candidates are off (c/C to change)", style="dim"))
         return table
+
+    @staticmethod
+    def _more(window: range, count: int) -> str:
+        """The scroll hint in the head row: how many candidates are above and below."""
+        above, below = window.start, count - window.stop
+        return " ".join(part for part in (f"▲{above}" if above else "", f"▼{below}" if below else "") if part)
+
+    def _widths(self) -> tuple[int, int]:
+        """(text, bar) widths that fit the panel: the bar narrows first, then the text."""
+        spare = self.size.width - FIXED_COLUMNS
+        if spare >= CHARS + BAR_WIDTH:
+            return CHARS, BAR_WIDTH
+        chars = max(4, min(CHARS, spare - 4))
+        return chars, max(0, spare - chars)
 
     def action_cursor(self, step: int) -> None:
         if self.token is not None and self.token.candidates:
@@ -115,7 +152,3 @@ class CandidatesPanel(Widget, can_focus=True):
         if self.token is not None and self.token.candidates:
             self.post_message(CandidateChosen(self.row))
 
-
-def _known(value: float | None, spec: str) -> str:
-    """A number, or "—" where it is unknown (a remote server does not send it: engine.api)."""
-    return "—" if value is None else format(value, spec)

@@ -6,17 +6,19 @@ drawn on its own band colour, so the legend is also the colour key. The screen s
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.reactive import reactive
-from textual.widgets import Static
+from textual.widget import Widget
 
 from tui.widgets.render import HeatPalette
 
 _TITLE = {"p": "heat: p raw ", "entropy": "heat: entropy "}
+_SHORT_TITLE = {"p": "p ", "entropy": "H "}
 _NEXT = {"p": " F3: by entropy", "entropy": " F3: off"}
 
 
-class HeatLegend(Static):
+class HeatLegend(Widget):
     """The bands of the current heat palette, coldest first; hidden while the heatmap is off."""
 
     DEFAULT_CSS = """
@@ -24,22 +26,34 @@ class HeatLegend(Static):
     HeatLegend.-off { display: none; }
     """
 
-    palette: reactive[HeatPalette | None] = reactive(None, layout=True)
+    palette: reactive[HeatPalette | None] = reactive(None)
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(markup=False, classes="-off", **kwargs)  # type: ignore[arg-type]
+        super().__init__(classes="-off", **kwargs)  # type: ignore[arg-type]
 
     def watch_palette(self, palette: HeatPalette | None) -> None:
         self.set_class(palette is None, "-off")
-        self.update(legend_text(palette) if palette is not None else "")
+
+    def render(self) -> Text:
+        if self.palette is None:
+            return Text()
+        return legend_text(self.palette, self.size.width)
 
 
-def legend_text(palette: HeatPalette) -> Text:
+def legend_text(palette: HeatPalette, width: int = 10_000) -> Text:
     """``heat: p raw  <0.1%  <1%  <10%  <50%  ≥50%  F3: by entropy``, each band label on its
-    colour (the text in the theme's own colour, as the tokens have it)."""
+    colour (the text in the theme's own colour, as the tokens have it). Narrower, the F3 hint
+    goes, then the title shortens: the bands always show, no word is cut."""
+    bands = [(f" {label} ", palette.style(band)) for label, band in palette.legend()]
+    width_of_bands = sum(cell_len(label) for label, _style in bands)
+    title, hint = _TITLE[palette.by], _NEXT[palette.by]
+    if cell_len(title) + width_of_bands + cell_len(hint) > width:
+        hint = ""
+    if cell_len(title) + width_of_bands > width:
+        title = _SHORT_TITLE[palette.by]
     text = Text()
-    text.append(_TITLE[palette.by], style="dim")
-    for label, band in palette.legend():
-        text.append(f" {label} ", style=palette.style(band))
-    text.append(_NEXT[palette.by], style="dim")
+    text.append(title, style="dim")
+    for label, style in bands:
+        text.append(label, style=style)
+    text.append(hint, style="dim")
     return text

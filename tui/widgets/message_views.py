@@ -9,6 +9,7 @@ of a few hundred tokens, cut after a newline; each chunk wraps and draws its lin
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -192,23 +193,28 @@ class AssistantView(Vertical):
             self._markdown.update(printable(self._markdown_text))
 
     def _update_header(self) -> None:
+        """One line that never cuts a word: on a narrow screen the details go, least useful
+        first (the temperature, where it branched, the token count), whole."""
         node, version = self.node, self.node.version
-        parts = ["assistant"]
+        parts = [("assistant", 0)]
         if len(node.versions) > 1:
-            parts.append(f"‹branch {node.active + 1}/{len(node.versions)}›")
+            parts.append((f"‹branch {node.active + 1}/{len(node.versions)}›", 0))
         if version.branched_at is not None:
-            parts.append(f"from token {version.branched_at}")
+            parts.append((f"from token {version.branched_at}", 2))
         if version.params is not None:
-            parts.append(f"T={version.params.temperature:g}")
-        parts.append(f"{len(self.tokens)} tok")
+            parts.append((f"T={version.params.temperature:g}", 3))
+        parts.append((f"{len(self.tokens)} tok", 1))
         if version.finish_reason is None:
-            parts.append("streaming…")
+            parts.append(("streaming…", 0))
         elif version.finish_reason != "stop":
-            parts.append(version.finish_reason)
-        text = printable(" · ".join(parts))  # a saved file's finish_reason is data
+            parts.append((printable(version.finish_reason), 0))  # a saved file's finish_reason is data
+        text = fit_parts(parts, self._header.size.width or 10_000)
         if text != self._header_text:  # one line, fixed height: no layout needed
             self._header_text = text
             self._header.update(text, layout=False)
+
+    def on_resize(self) -> None:
+        self._update_header()
 
     def on_click(self, event: Click) -> None:
         index = event.style.meta.get("token") if event.style else None
@@ -218,3 +224,19 @@ class AssistantView(Vertical):
             index = 0  # a click on the Markdown face starts inspecting the reply
         event.stop()
         self.post_message(self.TokenClicked(self, index))
+
+
+def fit_parts(parts: list[tuple[str, int]], width: int, sep: str = " · ") -> str:
+    """Join (text, rank) parts with `sep` in at most `width` cells: parts of the highest rank go
+    first (rank 0 stays), each whole; what is left that still does not fit ends at the last
+    whole part that does."""
+    kept = list(parts)
+    while cell_len(sep.join(t for t, _r in kept)) > width and any(r for _t, r in kept):
+        worst = max(r for _t, r in kept)
+        kept.remove(next(p for p in reversed(kept) if p[1] == worst))
+    shown: list[str] = []
+    for text, _rank in kept:
+        if cell_len(sep.join([*shown, text])) > width and shown:
+            break
+        shown.append(text)
+    return sep.join(shown)
