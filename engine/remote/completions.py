@@ -26,6 +26,7 @@ from engine.remote.capabilities import Capabilities
 from engine.remote.events import TurnClock, TurnOutcome, token_event, turn_finished
 from engine.remote.http import HttpClient
 from engine.remote.tokens import ServerTokenizer
+from engine.remote.waiting import until
 from engine.remote.wire import (
     Alternative,
     TokenRecord,
@@ -34,8 +35,6 @@ from engine.remote.wire import (
     sampling_fields,
     usage_counts,
 )
-
-WAIT = Callable[[AsyncIterator[dict[str, Any]], asyncio.Event], AsyncIterator[dict[str, Any]]]
 
 
 @dataclass
@@ -61,7 +60,6 @@ class IdsTurn:
     params: Callable[[], SamplingParams]  # the live parameters (set_params changes them)
     cancel: asyncio.Event
     interrupt: asyncio.Event  # set by cancel and by set_params: stop reading now
-    until: WAIT  # the stream until it ends or `interrupt` is set
 
     async def run(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
         prompt = await self.tokenizer.render(request.messages, request.continue_last)
@@ -94,7 +92,7 @@ class IdsTurn:
             done.reason = "cancelled"
             return
         async with self.client.stream("/v1/completions", body) as objects:
-            async for obj in self.until(objects, self.interrupt):
+            async for obj in until(objects, self.interrupt):
                 if done.requests == 1:  # the first request's counts describe the turn's prompt
                     done.prompt_tokens, done.cached = usage_counts(obj) or (done.prompt_tokens, done.cached)
                 for event in self._events(obj, start + len(done.ids), params.candidates):

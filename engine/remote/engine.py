@@ -1,21 +1,20 @@
 """`RemoteEngine`: the `EngineAPI` over an OpenAI-compatible server (mlx_lm.server, vLLM,
 llama.cpp's server), so the TUI and ``logitscope run`` inspect a model they cannot hold.
 
-No thread and no MLX here: a turn is one HTTP request read on the event loop, every read raced
-against `cancel()` so a stop closes the connection at once instead of waiting for the next token.
+No thread and no MLX here: a turn is HTTP requests read on the event loop (`engine.remote.chat`,
+`engine.remote.completions`), every read raced against `cancel()` (`engine.remote.waiting`) so a
+stop closes the connection at once instead of waiting for the next token.
 What a server cannot tell (entropy, sampled probabilities, a rank outside its top-N) stays None.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Sequence
 
 from engine.api import (
     EngineError,
     EngineEvent,
-    FinishReason,
     GenerateRequest,
     LoadProgress,
     Message,
@@ -25,25 +24,10 @@ from engine.api import (
     SamplingParams,
 )
 from engine.remote.capabilities import Capabilities, detect
+from engine.remote.chat import ChatTurn
 from engine.remote.completions import IdsTurn
-from engine.remote.events import (
-    TurnClock,
-    TurnOutcome,
-    piece_text,
-    token_event,
-    turn_finished,
-)
 from engine.remote.http import HttpClient, HttpOptions
 from engine.remote.tokens import ServerTokenizer, in_daemon_thread, load_tokenizer
-from engine.remote.wire import (
-    TokenRecord,
-    chat_messages,
-    finish_reason,
-    greedy_choice,
-    records,
-    sampling_fields,
-    usage_counts,
-)
 
 SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the server serves"
 
@@ -149,52 +133,18 @@ class RemoteEngine:
 
     async def _turn(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         """One turn: as token ids where the server takes them (`engine.remote.completions`), else
-        through the chat endpoint, streamed where the server streams logprobs."""
+        through the chat endpoint (`engine.remote.chat`)."""
         client, caps = self._ready(request)
         self._cancel.clear()
         self._params = request.params
+        turn: IdsTurn | ChatTurn
         if self._by_ids and self._tokens is not None:
             turn = IdsTurn(client, caps, self._tokens, self._wire_model, lambda: self._params, self._cancel,
-                           self._interrupt, _until)
-            async for event in turn.run(request):
-                yield event
-            return
-        body = self._body(request, caps)
-        clock, ids, texts = TurnClock(), [], []
-        usage: tuple[int, int] | None = None
-        reason: FinishReason | None = None
-        if caps.stream_logprobs:
-            body.update(stream=True, stream_options={"include_usage": True})
-            async with client.stream("/v1/chat/completions", body) as objects:
-                async for obj in _until(objects, self._cancel):
-                    usage = usage_counts(obj) or usage
-                    for event in self._chunk_events(obj, len(ids), request.params.candidates):
-                        clock.tick()
-                        ids.append(event.id)
-                        texts.append(event.text)
-                        yield event
-                    reason = _reason(obj, reason)
-                if self._cancel.is_set():
-                    reason = "cancelled"
-            if reason is None:  # an HTTP/1.0 stream cut ends like a finished one: only this tells
-                raise EngineError(f"The server at {client.base_url} cut the connection mid-reply "
-                                  "(the stream ended without a finish reason).")
+                           self._interrupt)
         else:
-            clock.whole = True
-            obj = await _or_cancel(client.post_json("/v1/chat/completions", body), self._cancel)
-            if obj is None:
-                reason = "cancelled"
-            else:
-                usage, reason = usage_counts(obj), _reason(obj, "stop")
-                for event in self._whole_events(obj, request.params):
-                    clock.tick()
-                    ids.append(event.id)
-                    texts.append(event.text)
-                    yield event
-                texts = [_message_text(obj)] if reason != "cancelled" else texts
-        prompt, cached = usage or (0, 0)
-        outcome = TurnOutcome((), prompt, cached, tuple(ids), len(ids), "".join(texts), reason, caps.context_limit)
-        yield turn_finished(outcome, clock)
+            turn = ChatTurn(client, caps, self._tokens, self._wire_model, self._cancel)
+        async for event in turn.run(request):
+            yield event
 
     def _ready(self, request: GenerateRequest) -> tuple[HttpClient, Capabilities]:
         """Refuse what cannot be sent, before anything is."""
@@ -208,51 +158,6 @@ class RemoteEngine:
             raise EngineError(f"{self._caps.kind} at {self._client.base_url} cannot continue a partial reply "
                               "over the chat endpoint: branching from a candidate needs a local engine.")
         return self._client, self._caps
-
-    def _body(self, request: GenerateRequest, caps: Capabilities) -> dict[str, Any]:
-        top_n = min(request.params.candidates, caps.top_limit)
-        if caps.kind == "mlx_lm.server" and request.params.temperature > 0:
-            top_n = 0  # see `_whole_events`: its top-N hide which token was chosen
-        return {"model": self._wire_model, "messages": chat_messages(request.messages),
-                **sampling_fields(request.params, top_n)}
-
-    def _chunk_events(self, obj: dict[str, Any], index: int, candidates: int) -> list[EngineEvent]:
-        """A stream chunk's tokens; its content text goes with the last of them."""
-        choice = _choice(obj)
-        if choice is None:
-            return []
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-        text = delta.get("content") if isinstance(delta.get("content"), str) else ""
-        found = records(choice)
-        if text and not found:
-            raise EngineError("The server streamed a token without its logprobs: it cannot be inspected.")
-        return [token_event(index + i, r, text if i == len(found) - 1 else "", candidates)
-                for i, r in enumerate(found)]
-
-    def _whole_events(self, obj: dict[str, Any], params: SamplingParams) -> list[EngineEvent]:
-        """A whole reply's tokens (mlx_lm.server): per-token text is each raw piece made readable;
-        the reply's text is the server's own.
-
-        mlx_lm.server (0.32.2) labels each position with an arbitrary member of its top-N (the
-        first of an unordered `argpartition`) once top_logprobs is asked for, not with the token
-        it chose; without top_logprobs it sends the chosen ids and logprobs exactly. So the top-N
-        are asked for only at temperature 0, where the chosen token is the top-N's best."""
-        choice = _choice(obj)
-        found = records(choice) if choice is not None else []
-        if not found and _message_text(obj):
-            raise EngineError("The server sent a reply without its logprobs: it cannot be inspected.")
-        if params.temperature == 0:
-            found = [greedy_choice(r) for r in found]
-        texts = self._texts(found)
-        return [token_event(i, r, text, params.candidates) for i, (r, text) in enumerate(zip(found, texts))]
-
-    def _texts(self, found: list[TokenRecord]) -> list[str]:
-        """Each token's text: decoded here when the tokenizer is (mlx_lm.server sends bare ids
-        without top_logprobs), else its raw piece made readable."""
-        if self._tokens is not None and all(r.id is not None for r in found):
-            return self._tokens.texts([r.id for r in found])
-        return [piece_text(r.token) for r in found]
-
 
 def _choose_model(model: str, caps: Capabilities, base_url: str) -> tuple[str, str]:
     """(display name, name sent on the wire). An empty name or "demo" takes the server's own;
@@ -295,54 +200,3 @@ def _notes(caps: Capabilities, by_ids: bool, problem: str) -> tuple[str, ...]:
         notes.append("Over the chat endpoint the history is sent as text, parameter changes apply from "
                      "the next reply, and branching needs a local engine or token-id prompts.")
     return tuple(notes)
-
-
-def _choice(obj: dict[str, Any]) -> dict[str, Any] | None:
-    choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return None
-    if not isinstance(choices[0], dict):
-        raise EngineError("The server sent a malformed choice (not an object).")
-    return choices[0]
-
-
-def _reason(obj: dict[str, Any], current: FinishReason | None) -> FinishReason | None:
-    choice = _choice(obj)
-    found = finish_reason(choice) if choice is not None else None
-    return found if found is not None else current  # type: ignore[return-value]
-
-
-def _message_text(obj: dict[str, Any]) -> str:
-    choice = _choice(obj) or {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    content = message.get("content")
-    return content if isinstance(content, str) else ""
-
-
-async def _until(objects: AsyncIterator[dict[str, Any]], cancel: asyncio.Event) -> AsyncIterator[dict[str, Any]]:
-    """The stream's objects until it ends or `cancel` is set (checked while waiting, not after)."""
-    iterator = objects.__aiter__()
-    while not cancel.is_set():
-        item = await _or_cancel(iterator.__anext__(), cancel)
-        if item is None:
-            return
-        yield item
-
-
-async def _or_cancel(awaitable: Any, cancel: asyncio.Event) -> Any:
-    """The awaitable's result, or None once `cancel` is set first (the awaitable is then
-    cancelled, which closes its request) or the stream ended (StopAsyncIteration)."""
-    work = asyncio.ensure_future(awaitable)
-    stop = asyncio.ensure_future(cancel.wait())
-    try:
-        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stop.cancel()
-    if not work.done():
-        work.cancel()
-        await asyncio.gather(work, return_exceptions=True)
-        return None
-    try:
-        return work.result()
-    except StopAsyncIteration:
-        return None
