@@ -224,3 +224,18 @@ async def test_start_up_shows_at_most_twenty_config_toasts(tmp_path: Path) -> No
         notes = [n.message for n in app._notifications]
     assert len(notes) == MAX_PROBLEMS + 1 and notes[0].startswith(f"{config}:2: [ui] nope")
     assert notes[-1] == "21 more config problems not shown"
+
+
+def test_locating_stays_linear_for_key_like_lines_in_a_string(tmp_path: Path) -> None:
+    """A multi-line string (depth 1, a valid file) can hold lines that look like 800-part dotted
+    keys; the scan registers at most MAX_DEPTH + 1 parts of a path (no real key is deeper), not
+    every prefix of every line (quadratic in the line's length)."""
+    from engine.settings import KeyLines
+    from engine.settings.files import MAX_DEPTH
+
+    fake = "\n".join(".".join(["a"] * 800) + " = 1" for _ in range(50))
+    text = f'[ui]\nnope = """\n{fake}\n"""\n'
+    lines = KeyLines(text)
+    assert len(lines._under) <= MAX_DEPTH + 3 and lines.line(("ui", "nope")) == 2
+    path = write(tmp_path / "c.toml", text)
+    assert load_config(path).problems[0].startswith(f"{path}:2: [ui] nope: unknown setting")

@@ -16,9 +16,15 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from textual.keys import KEY_ALIASES, KEY_TO_UNICODE_NAME, REPLACED_KEYS, Keys, _character_to_key
+from textual.keys import (
+    KEY_ALIASES,
+    KEY_TO_UNICODE_NAME,
+    REPLACED_KEYS,
+    Keys,
+    _character_to_key,
+)
 
-from engine.settings import KeyLines, Problems, display_path
+from engine.settings import KeyLines, Problems
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 # Bindings here act only while their widget has focus, so two of these places are never live
@@ -102,25 +108,26 @@ def build_keymap(
 
 
 class _Reporter:
-    """One line per bad entry, located from one scan of the file, twenty at most."""
+    """One line per bad entry, twenty at most, located from one scan of the file (made at the
+    first problem: a config without one is not read again)."""
 
     def __init__(self, source: Path | None) -> None:
         self.source = source
         self.problems = Problems(source or Path("config"))
-        text = _read_quietly(source)
-        self._lines = KeyLines(text) if text else None
+        self._lines: KeyLines | None = None
 
     def __call__(self, binding_id: str, message: str) -> None:
         if self.problems.full:
             self.problems.add("")  # counted only
             return
+        self.problems.add(f"{self._where(binding_id)}: [keys] {binding_id}: {message}; ignored")
+
+    def _where(self, binding_id: str) -> str:
         if self.source is None:
-            where = "config"
-        elif self._lines is None:
-            where = display_path(self.source)
-        else:
-            where = self._lines.location(self.source, ("keys",), binding_id)
-        self.problems.add(f"{where}: [keys] {binding_id}: {message}; ignored")
+            return "config"
+        if self._lines is None:
+            self._lines = KeyLines(_read_quietly(self.source))
+        return self._lines.location(self.source, ("keys",), binding_id)
 
 
 def _keys_of(keys: str) -> list[str]:
