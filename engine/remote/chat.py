@@ -19,6 +19,7 @@ from engine.api import (
     FinishReason,
     GenerateRequest,
     SamplingParams,
+    TokenEvent,
 )
 from engine.remote.capabilities import Capabilities
 from engine.remote.events import (
