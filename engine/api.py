@@ -271,7 +271,8 @@ EngineEvent = TokenEvent | TurnFinished
 @runtime_checkable
 class EngineAPI(Protocol):
     """What the TUI and the CLI need from an engine. `engine.client.Engine` is the real one;
-    `engine.fake.ScriptedEngine` is the test double that ships beside it."""
+    `engine.remote.RemoteEngine` the same over an OpenAI-compatible server (some numbers None:
+    see the module docstring); `engine.fake.ScriptedEngine` is the test double that ships beside it."""
 
     @property
     def model(self) -> ModelInfo | None:
