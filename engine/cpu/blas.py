@@ -10,11 +10,16 @@ Where the library comes from, in order:
 
 1. ``LOGITSCOPE_BLAS_LIB``: an explicit path, for unusual installs.
 2. the ``cmeel-openblas`` wheel (``site-packages/cmeel.prefix/lib/libopenblas.so.0``); it needs
-   the GNU Fortran runtime ``libgfortran.so.5`` from the system (Debian: ``libgfortran5``).
-3. the system's OpenBLAS (Debian/Ubuntu ``libopenblas0-pthread``, Fedora ``openblas``).
+   the GNU Fortran runtime ``libgfortran.so.5`` from the system (Debian: ``libgfortran5``), which
+   a stock Debian lacks: then it is skipped. Where it loads it comes first (the library earlier
+   releases used; measured as fast as the next one).
+3. the ``scipy-openblas32`` wheel (also a dependency of logitscope on Linux): it brings everything
+   it needs, so it works on a stock machine. Its symbols carry a prefix (``scipy_cblas_sgemm``), so
+   MLX reaches it through ``engine.cpu.cblas_alias``, a small forwarder compiled once per machine.
+4. the system's OpenBLAS (Debian/Ubuntu ``libopenblas0-pthread``, Fedora ``openblas``).
 
-numpy's bundled ``scipy-openblas`` is no use: its symbols are renamed (``scipy_cblas_sgemm``),
-so MLX would never bind to them; every candidate is checked for a plain ``cblas_sgemm``.
+numpy's bundled ``scipy-openblas64_`` is no use: it takes 64-bit integers (ILP64) where MLX
+passes 32-bit ones; a candidate must export ``cblas_sgemm`` plainly or as ``scipy_cblas_sgemm``.
 
 With it, MLX's matrix-vector products (every decode step) are sent to OpenBLAS's gemv rather than
 its gemm, which is several times slower for them: see ``engine.cpu.gemv_forward``.
@@ -34,7 +39,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from engine.cpu import gemv_forward, switches
+from engine.cpu import cblas_alias, gemv_forward, switches
 
 ENV_SWITCH = "LOGITSCOPE_FAST_BLAS"
 ENV_LIBRARY = "LOGITSCOPE_BLAS_LIB"
@@ -47,6 +52,7 @@ _SYSTEM_DIRS = (
     "/usr/lib",
 )
 _SYSTEM_NAMES = ("libopenblas.so.0", "libopenblasp.so.0", "libopenblas.so")
+_PREFIXES = ("", "scipy_")  # plain, and scipy-openblas32's (reached through engine.cpu.cblas_alias)
 
 
 @dataclass(frozen=True)
@@ -100,14 +106,17 @@ def resolved_cblas_path() -> str | None:
 
 
 def forwarded_cblas_path() -> str | None:
-    """The library doing the work behind ``engine.cpu.gemv_forward``'s forwarder, if it is the one
-    bound globally (else None): its gemm for matrices, and that library's gemv for vectors."""
-    try:
-        forwarder = ctypes.CDLL(None).logitscope_gemv_forward_target
-    except (AttributeError, OSError):
-        return None
-    forwarder.restype = ctypes.c_void_p
-    return _library_of(forwarder())
+    """The library doing the work behind a forwarder bound globally (else None): the gemv forwarder
+    (``engine.cpu.gemv_forward``: its gemm for matrices, that library's gemv for vectors), else
+    the alias of a prefixed OpenBLAS (``engine.cpu.cblas_alias``)."""
+    for name in ("logitscope_gemv_forward_target", "logitscope_cblas_alias_target"):
+        try:
+            target = getattr(ctypes.CDLL(None), name)
+        except (AttributeError, OSError):
+            continue
+        target.restype = ctypes.c_void_p
+        return _library_of(target())
+    return None
 
 
 def _address(function: Any) -> int | None:
@@ -131,12 +140,24 @@ def candidate_paths() -> list[str]:
     if explicit:
         found.append(explicit)
     found.extend(_cmeel_paths())
+    found.extend(_scipy_openblas_paths())
     for directory in _SYSTEM_DIRS:
         found.extend(str(Path(directory, n)) for n in _SYSTEM_NAMES if Path(directory, n).exists())
     by_name = ctypes.util.find_library("openblas")
     if by_name:
         found.append(by_name)
     return list(dict.fromkeys(found))
+
+
+def _scipy_openblas_paths() -> list[str]:
+    """Where the ``scipy-openblas32`` wheel put its library, if it is installed (not imported:
+    its ``__init__`` would open the library before we choose how)."""
+    try:
+        dist = metadata.distribution("scipy-openblas32")
+    except metadata.PackageNotFoundError:
+        return []
+    lib = Path(str(dist.locate_file("scipy_openblas32/lib/libscipy_openblas.so")))
+    return [str(lib)] if lib.exists() else []
 
 
 def _cmeel_paths() -> list[str]:
@@ -187,22 +208,31 @@ def _late_call_info() -> BlasInfo:
 
 
 def _try_load(path: str, threads: int, failures: list[str]) -> BlasInfo | None:
-    """Open one candidate globally; None (and a note in ``failures``) if it cannot serve MLX.
+    """Open one candidate for MLX; None (and a note in ``failures``) if it cannot serve MLX.
 
     It is opened locally first: the gemv forwarder must enter the global scope before it, and
-    only once the library is known to load (the forwarder calls into it).
+    only once the library is known to load (the forwarder calls into it). A plain library then
+    goes global itself; a prefixed one stays local behind ``engine.cpu.cblas_alias``.
     """
     try:
         local = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
     except OSError as exc:
         failures.append(f"{path}: {exc}")
         return None
-    if not hasattr(local, "cblas_sgemm"):
-        failures.append(f"{path}: no plain cblas_sgemm symbol (prefixed build)")
+    prefix = next((p for p in _PREFIXES if hasattr(local, p + "cblas_sgemm")), None)
+    if prefix is None:
+        failures.append(f"{path}: no cblas_sgemm or scipy_cblas_sgemm symbol (a 64-bit-integer or renamed build)")
         return None
-    forwarding = gemv_forward.install(local)
-    lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)  # promotes the open library to the global scope
-    actual = _set_threads(lib, threads)
+    forwarding = gemv_forward.install(local, prefix=prefix)
+    if prefix:
+        alias = cblas_alias.install(local, prefix)
+        if not alias.active:
+            failures.append(f"{path}: its {prefix}cblas_* names need the cblas alias, which is off: {alias.reason}")
+            return None
+        lib = local
+    else:
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)  # promotes the open library to the global scope
+    actual = _set_threads(lib, threads, prefix)
     real = os.path.realpath(path) if os.path.sep in path else (_library_of(_address(lib.cblas_sgemm)) or path)
     return BlasInfo(True, f"OpenBLAS ({real}, {actual} threads; gemv forwarding {forwarding.reason})",
                     path=real, threads=actual, gemv_forward=forwarding.active)
@@ -214,21 +244,24 @@ def _env_threads() -> int | None:
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
-def _set_threads(lib: ctypes.CDLL, threads: int) -> int:
+def _set_threads(lib: ctypes.CDLL, threads: int, prefix: str = "") -> int:
     """Apply the thread count (also after start-up, in case the pool already existed)."""
-    if hasattr(lib, "openblas_set_num_threads"):
-        lib.openblas_set_num_threads(ctypes.c_int(threads))
-    if hasattr(lib, "openblas_get_num_threads"):
-        return int(lib.openblas_get_num_threads())
+    if hasattr(lib, prefix + "openblas_set_num_threads"):
+        getattr(lib, prefix + "openblas_set_num_threads")(ctypes.c_int(threads))
+    if hasattr(lib, prefix + "openblas_get_num_threads"):
+        return int(getattr(lib, prefix + "openblas_get_num_threads")())
     return threads
 
 
 def _not_found_reason(failures: list[str]) -> str:
     """One line that tells the user what to install."""
+    alias = next((f for f in failures if "cblas alias" in f), None)
+    if alias is not None:  # the wheel logitscope brings is there: what it lacks is what to fix
+        return f"OpenBLAS not usable ({' '.join(alias.split())[:240]}); using MLX's slow BLAS"
     if any("libgfortran" in f for f in failures):
         return ("OpenBLAS could not be loaded: the GNU Fortran runtime libgfortran.so.5 is missing "
                 "(install it: sudo apt install libgfortran5, or dnf install libgfortran); using MLX's slow BLAS")
     if failures:
         return f"no usable OpenBLAS ({' '.join(failures[0].split())[:200]}); using MLX's slow BLAS"
-    return ("no OpenBLAS found (install it: pip install cmeel-openblas, or sudo apt install libopenblas0-pthread); "
+    return ("no OpenBLAS found (install it: pip install scipy-openblas32, or sudo apt install libopenblas0-pthread); "
             "using MLX's slow BLAS")

@@ -52,15 +52,16 @@ def build(folder: Path | None = None, cc: str | None = None) -> Path:
     return cbuild.build(SOURCE, FLAGS, folder or cbuild.default_folder(), cc)
 
 
-def install(openblas: ctypes.CDLL, folder: Path | None = None) -> Forwarding:
+def install(openblas: ctypes.CDLL, folder: Path | None = None, prefix: str = "") -> Forwarding:
     """Load the forwarder globally and point it at ``openblas``'s own sgemm and sgemv.
 
     Call after opening OpenBLAS *locally* and before opening it globally (see the module
-    docstring), and before MLX is imported. Never raises.
+    docstring), and before MLX is imported. `prefix` is the one its symbols carry, if any
+    (``scipy_`` for scipy-openblas32, see ``engine.cpu.cblas_alias``). Never raises.
     """
     if switches.switched_off(ENV_SWITCH):
         return Forwarding(None, f"off ({ENV_SWITCH}=0)")
-    if not hasattr(openblas, "cblas_sgemv"):
+    if not hasattr(openblas, prefix + "cblas_sgemv"):
         return Forwarding(None, "off: the BLAS has no cblas_sgemv")
     try:  # verified, and checked for every symbol while still local: a stale one never goes global
         library = cbuild.load(RECIPE, folder or cbuild.default_folder(), mode=ctypes.RTLD_GLOBAL)
@@ -68,8 +69,8 @@ def install(openblas: ctypes.CDLL, folder: Path | None = None) -> Forwarding:
         return Forwarding(None, f"off: {exc} (on from the next start)")
     except OSError as exc:
         return Forwarding(None, f"off: {exc}")
-    library.logitscope_gemv_forward_init(ctypes.cast(openblas.cblas_sgemm, ctypes.c_void_p),
-                                         ctypes.cast(openblas.cblas_sgemv, ctypes.c_void_p))
+    library.logitscope_gemv_forward_init(ctypes.cast(getattr(openblas, prefix + "cblas_sgemm"), ctypes.c_void_p),
+                                         ctypes.cast(getattr(openblas, prefix + "cblas_sgemv"), ctypes.c_void_p))
     return Forwarding(library, "on")
 
 
