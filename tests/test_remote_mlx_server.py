@@ -90,19 +90,26 @@ async def test_a_chat_through_mlx_lm_server_matches_the_local_engine(served: str
     info = await remote.load("demo")
     assert info.blas == "mlx_lm.server"
     first = GenerateRequest((Message("user", "hello"),), GREEDY)
+    # penalties too: raw means after them, over our window of 64 (sent as mlx_lm.server's
+    # *_context_size; its own 20 gave logprobs 0.02 off on this prompt of over 20 tokens)
+    penalised = GenerateRequest((Message("user", "the cat sat on the mat and the dog ran far away and then " * 3),),
+                                GREEDY.with_changes(repetition_penalty=1.3, presence_penalty=0.5, max_tokens=12))
     remote_tokens, remote_done = await _turn(remote, first)
+    remote_penalised, _ = await _turn(remote, penalised)
     local = Engine()
     try:
         await local.load(str(chatml_model))
         local_tokens, _ = await _turn(local, first)
+        local_penalised, _ = await _turn(local, penalised)
     finally:
         await local.close()
-    assert [t.id for t in remote_tokens] == [t.id for t in local_tokens]  # greedy: the same reply
-    for ours, theirs in zip(local_tokens, remote_tokens):
-        assert theirs.rank == 1 and abs(theirs.logprob - ours.logprob) < 1e-3
-        assert [c.id for c in theirs.candidates] == [c.id for c in ours.candidates]
-        assert max(abs(a.logprob - b.logprob) for a, b in zip(ours.candidates, theirs.candidates)) < 1e-3
-        assert theirs.entropy is None and theirs.sampled_prob is None
+    for mine, served_ in ((local_tokens, remote_tokens), (local_penalised, remote_penalised)):
+        assert [t.id for t in served_] == [t.id for t in mine]  # greedy: the same reply
+        for ours, theirs in zip(mine, served_):
+            assert theirs.rank == 1 and abs(theirs.logprob - ours.logprob) < 1e-3
+            assert [c.id for c in theirs.candidates] == [c.id for c in ours.candidates]
+            assert max(abs(a.logprob - b.logprob) for a, b in zip(ours.candidates, theirs.candidates)) < 1e-3
+            assert theirs.entropy is None and theirs.sampled_prob is None
     second = GenerateRequest((*first.messages, Message("assistant", remote_done.text, remote_done.token_ids),
                               Message("user", "and then?")), GREEDY)
     _, again = await _turn(remote, second)

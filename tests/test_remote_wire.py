@@ -101,6 +101,16 @@ def test_request_bodies_send_only_what_is_on() -> None:
     assert "top_logprobs" not in sampling_fields(SamplingParams(), 0)
 
 
+def test_each_server_gets_its_own_names_and_llama_cpp_every_filter() -> None:
+    params = SamplingParams(top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.2, repetition_context_size=64)
+    llama = sampling_fields(params, 3, "llama.cpp")
+    assert (llama["top_k"], llama["top_p"], llama["min_p"]) == (0, 1.0, 0.0)  # its defaults are 40, 0.95, 0.05
+    assert (llama["repeat_penalty"], llama["repeat_last_n"]) == (1.2, 64)
+    mlx = sampling_fields(params, 3, "mlx_lm.server")
+    assert mlx["repetition_context_size"] == 64 and "presence_context_size" not in mlx
+    assert "repeat_penalty" not in sampling_fields(params, 3, "vLLM")
+
+
 def test_usage_gives_the_cached_token_count() -> None:
     assert usage_counts({"usage": {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 8}}}) == (10, 8)
     assert usage_counts({"usage": {"prompt_tokens": 10}}) == (10, 0)

@@ -87,7 +87,7 @@ class ChatTurn:
         if self.caps.kind == "mlx_lm.server" and request.params.temperature > 0:
             top_n = 0  # see `_whole_events`: its top-N hide which token was chosen
         return {"model": self.wire_model, "messages": chat_messages(request.messages),
-                **sampling_fields(request.params, top_n)}
+                **sampling_fields(request.params, top_n, self.caps.kind)}
 
     async def _streamed(self, body: dict[str, Any], params: SamplingParams,
                         done: _Progress) -> AsyncIterator[EngineEvent]:

@@ -110,7 +110,7 @@ class IdsTurn:
     def _body(self, prompt: list[int], params: SamplingParams) -> dict[str, Any]:
         top_n = min(params.candidates, self.caps.top_limit)
         body: dict[str, Any] = {"model": self.wire_model, "prompt": prompt, "stream": True,
-                                "stream_options": {"include_usage": True}, **sampling_fields(params, top_n)}
+                                "stream_options": {"include_usage": True}, **sampling_fields(params, top_n, self.caps.kind)}
         body["logprobs"] = max(top_n, 1)  # /v1/completions: how many per position (the chosen one always)
         body.pop("top_logprobs", None)
         if self.caps.kind == "vLLM":

@@ -41,9 +41,10 @@ class TokenRecord:
     top: tuple[Alternative, ...]  # best first (sorted here: mlx_lm.server sends them unordered)
 
 
-def sampling_fields(params: SamplingParams, top_n: int) -> dict[str, Any]:
-    """The sampling part of a request. Only what differs from "off" is sent, so a server that
-    lacks a knob (min_p, repetition_penalty are extensions) is not handed one it may refuse."""
+def sampling_fields(params: SamplingParams, top_n: int, kind: str = "") -> dict[str, Any]:
+    """The sampling part of a request for a server of `kind` (`Capabilities.kind`). Only what
+    differs from "off" is sent, so a server that lacks a knob (min_p, repetition_penalty are
+    extensions) is not handed one it may refuse; then each server's own names (`_dialect`)."""
     body: dict[str, Any] = {"temperature": params.temperature, "max_tokens": params.max_tokens,
                             "logprobs": True}
     if top_n > 0:
@@ -53,7 +54,24 @@ def sampling_fields(params: SamplingParams, top_n: int) -> dict[str, Any]:
                 "presence_penalty": (params.presence_penalty, 0.0),
                 "frequency_penalty": (params.frequency_penalty, 0.0), "seed": (params.seed, None)}
     body.update({name: value for name, (value, off) in optional.items() if value != off})
+    body.update(_dialect(kind, params))
     return body
+
+
+def _dialect(kind: str, params: SamplingParams) -> dict[str, Any]:
+    """What a server names its own way. llama.cpp's defaults are not "off" (top_k 40, top_p
+    0.95, min_p 0.05), so every filter is sent, and its penalty is ``repeat_penalty`` over
+    ``repeat_last_n``; mlx_lm.server looks back 20 tokens unless told our window."""
+    window = params.repetition_context_size
+    if kind == "llama.cpp":
+        return {"top_k": params.top_k, "top_p": params.top_p, "min_p": params.min_p,
+                "repeat_penalty": params.repetition_penalty, "repeat_last_n": window}
+    if kind == "mlx_lm.server":
+        on = {"repetition_context_size": params.repetition_penalty != 1.0,
+              "presence_context_size": params.presence_penalty != 0.0,
+              "frequency_context_size": params.frequency_penalty != 0.0}
+        return {name: window for name, used in on.items() if used}
+    return {}
 
 
 def chat_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
