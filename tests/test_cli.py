@@ -30,7 +30,7 @@ REPLIES = (
 )
 TOKEN_KEYS = {"type", "turn", "index", "id", "text", "logprob", "sampled_prob", "rank", "entropy", "candidates"}
 TURN_KEYS = {"type", "turn", "prompt_ids", "prompt_tokens", "reused_tokens", "prefilled_tokens", "generated_tokens",
-             "ttft_s", "prefill_tps", "decode_tps", "finish_reason", "text"}
+             "ttft_s", "prefill_tps", "decode_tps", "finish_reason", "text", "seed", "params"}
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +70,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str], **options: Any) ->
 
 def test_plain_text_streams_each_reply(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err, factory = _run(["run", "--model", "m", "--prompt", "a", "--prompt", "b"], capsys)
-    assert (code, out, err) == (0, "Hi! there\nSure.\n", "")
+    assert (code, out, err) == (0, ">>> a\nHi! there\n\n>>> b\nSure.\n", "")
     assert factory.engine.closed
 
 
@@ -138,8 +138,10 @@ def test_every_param_flag_reaches_the_request(capsys: pytest.CaptureFixture[str]
 
 
 def test_seed_minus_one_means_a_fresh_seed(capsys: pytest.CaptureFixture[str]) -> None:
-    _, _, _, factory = _run(["run", "--model", "m", "--prompt", "a", "--seed", "-1"], capsys)
-    assert factory.engine.requests[0].params.seed is None
+    """A fresh seed per turn, chosen by `run` (so --json can record it), never the same twice."""
+    _, _, _, factory = _run(["run", "--model", "m", "--prompt", "a", "--prompt", "b", "--seed", "-1"], capsys)
+    seeds = [request.params.seed for request in factory.engine.requests]
+    assert all(isinstance(seed, int) for seed in seeds) and seeds[0] != seeds[1]
 
 
 def test_default_model_comes_from_the_packaged_config(capsys: pytest.CaptureFixture[str]) -> None:

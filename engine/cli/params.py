@@ -49,7 +49,12 @@ def add_param_flags(parser: argparse.ArgumentParser) -> None:
         low, high, kind = PARAM_LIMITS[name]
         extra = "; -1 = a fresh random seed per turn" if name == "seed" else ""
         group.add_argument(flag, dest=name, type=_number_type(kind), default=None, metavar="N" if kind is int else "F",
-                           help=f"{name.replace('_', ' ')} ({low:g} to {high:g}{extra})")
+                           help=f"{name.replace('_', ' ')} ({_bound(low, kind)} to {_bound(high, kind)}{extra})")
+
+
+def _bound(value: float, kind: type) -> str:
+    """A range end as written: whole numbers in full (``9223372036854775807``, not ``9.22e+18``)."""
+    return str(int(value)) if kind is int else f"{value:g}"
 
 
 def params_from_args(args: argparse.Namespace, defaults: SamplingParams) -> SamplingParams:

@@ -19,7 +19,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence, TextIO
 
@@ -48,6 +48,14 @@ PREFIX = "logitscope: "  # every line we write to stderr starts so
 MAX_LINE = 500  # characters: a value echoed back (a 20 MB [model] default) is cut to fit
 
 
+RUN_DESCRIPTION = (
+    "Run prompts as the turns of one conversation and print the replies. Settings come from your "
+    "config file, ~/.config/logitscope/config.toml (or --config): the [sampling] parameters the app "
+    "saves there with Ctrl+S apply here too, and each flag below overrides one of them. --no-config "
+    "ignores the file."
+)
+
+
 class UsageError(Exception):
     """A bad command line; the message is one line."""
 
@@ -64,14 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     """``logitscope run ...`` (``bench`` has its own parser in engine.bench)."""
     parser = _Parser(prog="logitscope", description="Chat with a local model and see its token probabilities.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="{run,bench}")
-    run = commands.add_parser("run", help="run prompts headless and print the replies (or JSON lines)")
+    run = commands.add_parser("run", help="run prompts headless and print the replies (or JSON lines)",
+                              description=RUN_DESCRIPTION)
     run.add_argument("--model", help='a model folder, a Hugging Face repo id, or "demo" (default: from config)')
     run.add_argument("--system", help="a system message before the first prompt")
-    run.add_argument("--prompt", action="append", required=True, help="one user turn; repeat for more turns")
+    run.add_argument("--prompt", action="append", required=True,
+                     help="one user turn; repeat for more turns; - reads it from stdin")
     add_param_flags(run)
     run.add_argument("--json", action="store_true", help="print one JSON object per token and per turn")
     run.add_argument("--trust-remote-code", action="store_true", help="allow Python code shipped with the model")
     run.add_argument("--config", help="a config file to use instead of ~/.config/logitscope/config.toml")
+    run.add_argument("--no-config", action="store_true",
+                     help="ignore your config file (and the settings the app saved there): built-in defaults")
     run.add_argument("--server", help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, llama.cpp); "
                      "--model then names its model")
     run.add_argument("--tokenizer", help="the server's model's tokenizer (folder or repo id), for token-id prompts")
@@ -93,41 +105,68 @@ class RunPlan:
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
     """Merge config defaults with flags; raises UsageError/ParamError with one line."""
+    if args.config and args.no_config:
+        raise UsageError("--config and --no-config: choose one")
     if args.config and not Path(args.config).expanduser().is_file():
         raise UsageError(f"config file not found: {args.config}")
-    loaded = load_config(Path(args.config).expanduser() if args.config else None, explicit=bool(args.config))
+    loaded = load_config(Path(args.config).expanduser() if args.config else None, explicit=bool(args.config),
+                         user_file=not args.no_config)
     for problem in loaded.problems:
         _say(sys.stderr, f"warning: {problem}")
     config = loaded.config
     if args.server is not None or args.tokenizer is not None:
         config = replace(config, engine=replace(config.engine, server=args.server or config.engine.server,
                                                 tokenizer=args.tokenizer or config.engine.tokenizer))
-    if any(not p.strip() for p in args.prompt):
+    prompts = _with_stdin(args.prompt)
+    if any(not p.strip() for p in prompts):
         raise UsageError("--prompt must not be empty")
-    for flag, texts in (("--prompt", args.prompt), ("--system", [args.system or ""])):
+    for flag, texts in (("--prompt", prompts), ("--system", [args.system or ""])):
         if not all(_is_utf8(text) for text in texts):
             raise UsageError(f"{flag} is not valid UTF-8 text")
     return RunPlan(
         model=args.model if args.model is not None else config.model.default,
         trust_remote_code=args.trust_remote_code or config.model.trust_remote_code,
         system=args.system,
-        prompts=tuple(args.prompt),
+        prompts=tuple(prompts),
         params=params_from_args(args, config.sampling),
         json=args.json,
         config=config,
     )
 
 
-def _real_engine(config: Config) -> EngineAPI:
+def _with_stdin(prompts: list[str]) -> list[str]:
+    """The prompts with ``-`` replaced by what stdin holds (one final newline dropped: ``echo``'s)."""
+    if prompts.count("-") > 1:
+        raise UsageError("--prompt -: stdin can be read only once")
+    return [read_stdin() if prompt == "-" else prompt for prompt in prompts]
+
+
+def read_stdin() -> str:
+    """All of stdin as UTF-8 text, or a UsageError saying why not."""
+    try:
+        buffer = getattr(sys.stdin, "buffer", None)
+        text = buffer.read().decode("utf-8") if buffer is not None else sys.stdin.read()
+    except UnicodeDecodeError:
+        raise UsageError("--prompt -: stdin is not valid UTF-8 text") from None
+    except (OSError, ValueError) as error:
+        raise UsageError(f"--prompt -: cannot read stdin ({error})") from None
+    text = text[:-1] if text.endswith("\n") else text
+    return text[:-1] if text.endswith("\r") else text
+
+
+def _real_engine(config: Config, spec: str = "") -> EngineAPI:
     """The MLX engine, configured from [model] (the engine thread sets up BLAS before MLX loads),
-    or the remote one when [engine] server / --server names a server."""
+    the remote one when [engine] server / --server names a server, or llama.cpp's for a .gguf file."""
     if config.engine.server:
         from engine.remote import remote_engine
 
         return remote_engine(config.engine)
     from engine.client import Engine
+    from engine.gguf import GgufEngine, is_gguf_spec
 
     model = config.model
+    if is_gguf_spec(spec):
+        return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas)
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
                   fast_layers=model.fast_layers)
 
@@ -156,23 +195,38 @@ def token_record(turn: int, event: TokenEvent) -> dict[str, Any]:
     }
 
 
-def turn_record(turn: int, done: TurnFinished) -> dict[str, Any]:
-    """One finished turn as its --json line."""
+def turn_record(turn: int, done: TurnFinished, params: SamplingParams) -> dict[str, Any]:
+    """One finished turn as its --json line, with the parameters and the seed it ran with: the
+    flags ``--seed S`` plus ``params`` reproduce it."""
     return {
         "type": "turn", "turn": turn, "prompt_ids": list(done.prompt_ids), "prompt_tokens": done.prompt_tokens,
         "reused_tokens": done.reused_tokens, "prefilled_tokens": done.prefilled_tokens,
         "generated_tokens": done.generated_tokens, "ttft_s": done.ttft_s, "prefill_tps": done.prefill_tps,
         "decode_tps": done.decode_tps, "finish_reason": done.finish_reason, "text": done.text,
+        "seed": params.seed, "params": asdict(params),
     }
 
 
 class Printer:
     """Writes a turn's tokens as they come: plain text, or one JSON object per line."""
 
-    def __init__(self, out: TextIO, as_json: bool) -> None:
-        """`out` is flushed after every write so a pipe reader sees tokens as they arrive."""
+    def __init__(self, out: TextIO, as_json: bool, err: TextIO | None = None, turns: int = 1) -> None:
+        """`out` is flushed after every write so a pipe reader sees tokens as they arrive; notes
+        (a reply cut by the length limit) go to `err`. With several `turns`, plain output shows
+        each prompt before its reply, so the turns can be told apart."""
         self.out = out
         self.as_json = as_json
+        self.err = err
+        self.turns = turns
+
+    def started(self, turn: int, prompt: str) -> None:
+        """Before a reply: with several turns, plain output shows ``>>> the prompt`` (after a blank
+        line between turns)."""
+        if self.as_json or self.turns < 2:
+            return
+        lines = printable(prompt).splitlines() or [""]
+        self.out.write(("\n" if turn > 1 else "") + "".join(f">>> {line}\n" for line in lines))
+        self.out.flush()
 
     def token(self, turn: int, event: TokenEvent) -> None:
         """One token: its completed text, or its --json line. The text is the model's: a terminal
@@ -183,11 +237,16 @@ class Printer:
             self.out.write(printable(event.text))
         self.out.flush()
 
-    def finished(self, turn: int, done: TurnFinished) -> None:
-        """The end of a turn: a newline after the reply, or the turn's --json line."""
-        self.out.write(printable_json(json.dumps(turn_record(turn, done), ensure_ascii=False)) + "\n"
-                       if self.as_json else "\n")
+    def finished(self, turn: int, done: TurnFinished, params: SamplingParams) -> None:
+        """The end of a turn: a newline after the reply (and a note on stderr when the length limit
+        cut it), or the turn's --json line."""
+        if self.as_json:
+            self.out.write(printable_json(json.dumps(turn_record(turn, done, params), ensure_ascii=False)) + "\n")
+        else:
+            self.out.write("\n")
         self.out.flush()
+        if not self.as_json and done.finish_reason == "length" and self.err is not None:
+            _say(self.err, f"note: reply {turn} was cut at the length limit ({params.max_tokens} tokens, --max-tokens)")
 
 
 def _progress_printer(err: TextIO) -> ProgressCallback:
@@ -217,10 +276,18 @@ async def _run_turn(engine: EngineAPI, request: GenerateRequest, turn: int, prin
     async with contextlib.aclosing(engine.generate(request)) as events:
         async for event in events:
             if isinstance(event, TurnFinished):
-                printer.finished(turn, event)
+                printer.finished(turn, event, request.params)
                 return event
             printer.token(turn, event)
     raise EngineError("the engine ended a turn without finishing it")
+
+
+def with_seed(params: SamplingParams) -> SamplingParams:
+    """`params` with a seed: a fresh one chosen here when none is set, as the engine would choose
+    it, so the turn's JSON line can say which seed it ran with."""
+    if params.seed is not None:
+        return params
+    return params.with_changes(seed=int.from_bytes(os.urandom(8), "little") >> 1)
 
 
 async def run_conversation(
@@ -240,8 +307,10 @@ async def run_conversation(
         messages: list[Message] = [Message("system", plan.system)] if plan.system else []
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
+            printer.started(turn, prompt)
             in_turn = True
-            done = await _run_turn(engine, GenerateRequest(tuple(messages), plan.params), turn, printer)
+            request = GenerateRequest(tuple(messages), with_seed(plan.params))
+            done = await _run_turn(engine, request, turn, printer)
             in_turn = False
             messages.append(Message("assistant", done.text, done.token_ids))
     finally:
@@ -256,7 +325,7 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
 
     engine = factory()
     on_loaded = (lambda: record_recent(plan.model)) if remember else None
-    await run_conversation(plan, engine, Printer(out, plan.json), err, on_loaded)
+    await run_conversation(plan, engine, Printer(out, plan.json, err, len(plan.prompts)), err, on_loaded)
     return 0
 
 
@@ -315,7 +384,7 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
         return _fail(err, str(error))
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else 0
-    factory = engine_factory or (lambda: _real_engine(plan.config))
+    factory = engine_factory or (lambda: _real_engine(plan.config, plan.model))
     try:
         remember = engine_factory is None and not plan.config.engine.server  # a server's model is no folder
         code = asyncio.run(_main_async(plan, factory, out, err, remember=remember))

@@ -367,11 +367,12 @@ def _apply_file(config: Config, path: Path, problems: list[str], *, required: bo
     return merged
 
 
-def load_config(user_path: Path | None = None, *, explicit: bool = False) -> LoadedConfig:
+def load_config(user_path: Path | None = None, *, explicit: bool = False, user_file: bool = True) -> LoadedConfig:
     """The packaged defaults overridden by the user's file. Never raises on a bad file.
 
     `user_path` None means the XDG location. With `explicit` (the user named the file with
-    ``--config``), a missing file is reported; otherwise a missing user file is normal.
+    ``--config``), a missing file is reported; otherwise a missing user file is normal. Without
+    `user_file` (``run --no-config``) the user's file is not read: the packaged defaults only.
     """
     problems: list[str] = []
     path = user_path if user_path is not None else user_config_path()
@@ -381,7 +382,8 @@ def load_config(user_path: Path | None = None, *, explicit: bool = False) -> Loa
         problems.append("the packaged config.toml is missing; using built-in defaults")
     else:
         config = _apply_file(config, default_path, problems, required=True)
-    config = _apply_file(config, path, problems, required=explicit)
+    if user_file:
+        config = _apply_file(config, path, problems, required=explicit)
     return LoadedConfig(config, tuple(problems), path, default_path)
 
 
