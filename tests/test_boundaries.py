@@ -64,7 +64,7 @@ ENGINE_PROPER = frozenset({
     "engine.turn", "engine.warmup", "engine.watchdog", "engine.worker",
 })
 TUI_MAY_IMPORT = frozenset({"engine.api", "engine.client", "engine.fake", "engine.remote", "engine.settings",
-                            "engine.models"})
+                            "engine.models", "engine.gguf"})
 REMOTE = "engine.remote"
 
 
@@ -185,4 +185,18 @@ def test_on_the_cpu_build_the_speed_layer_is_entered(chatml_model: Path) -> None
         "assert 'engine.cpu.routing' in sys.modules\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_gguf_engine_is_light_to_import_and_stays_out_of_the_speed_layer() -> None:
+    """`engine.gguf` (the llama.cpp engine) enters no CPU kernel module, and importing its public
+    entry loads neither llama.cpp nor MLX: the TUI may import it with the extra not installed."""
+    assert _offenders("engine/gguf", {"textual"}) == []
+    offenders = [f"{path.relative_to(ROOT)} imports {module}" for path in sorted((ROOT / "engine" / "gguf").rglob("*.py"))
+                 for module, _ in _engine_imports(path) if _in(module, SPEED_LAYER)]
+    assert offenders == []
+    code = ("import sys, engine.gguf\n"
+            "loaded = sorted(n for n in sys.modules if n.split('.')[0] in ('mlx', 'mlx_lm', 'llama_cpp', 'gguf'))\n"
+            "assert not loaded, loaded\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

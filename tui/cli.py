@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.cli import version
 
         return version.main()
+    from engine.gguf import GgufEngine, is_gguf_spec
     from engine.settings import load_config
     from tui.app import LogitscopeApp
 
@@ -87,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except EngineError as error:
             print(f"logitscope: {error}", file=sys.stderr)
             return 2
+    elif is_gguf_spec(args.model or loaded.config.model.default):
+        m = loaded.config.model
+        engine = GgufEngine(max_context=m.max_context, fast_blas=m.fast_blas)
     else:
         from engine.client import Engine
 

@@ -1,0 +1,97 @@
+"""Check and load one GGUF file: the llama.cpp model with its context, and the tokenizer rebuilt
+from the file (``engine.gguf.tokenizer``), checked against llama.cpp's own.
+
+Runs on the engine thread. Every mistake a user can make (no such file, not a GGUF file, the
+extra not installed, a vocabulary not supported) is one line (`ModelLoadError`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.api import ModelLoadError
+
+DEFAULT_CONTEXT = 8192  # llama.cpp allocates the whole KV cache up front: a 128k model would not fit
+MAGIC = b"GGUF"
+INSTALL_HINT = 'GGUF models need the [gguf] extra: pip install "logitscope[gguf]"'
+
+
+@dataclass(frozen=True)
+class LoadedGguf:
+    """A GGUF model ready for a `Session`: the llama.cpp model, the tokenizer, the context limit."""
+
+    model: Any  # engine.gguf.model.LlamaModel
+    tokenizer: Any  # mlx-lm's TokenizerWrapper
+    path: Path
+    name: str
+    context: int
+    context_note: str
+
+
+def is_gguf_spec(spec: str) -> bool:
+    """Whether a model spec names a GGUF file (by its suffix; the file is checked at load)."""
+    return spec.strip().lower().endswith(".gguf")
+
+
+def check_file(spec: str) -> Path:
+    """The file `spec` names, if it is a readable GGUF file; else one line saying what is wrong."""
+    path = Path(spec).expanduser()
+    shown = path.name or spec
+    if not path.exists():
+        raise ModelLoadError(f"no such GGUF file: {shown}")
+    if not path.is_file():
+        raise ModelLoadError(f"{shown} is not a regular file")
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as error:
+        raise ModelLoadError(f"cannot read {shown}: {error.strerror or error}") from error
+    if magic != MAGIC:
+        raise ModelLoadError(f"{shown} is not a GGUF file (it does not start with 'GGUF')")
+    return path
+
+
+def load_gguf(spec: str, max_context: int, threads: int) -> LoadedGguf:
+    """Check, then load `spec` with `threads` llama.cpp threads. Raises ModelLoadError."""
+    path = check_file(spec)
+    try:
+        import gguf  # noqa: F401 - both come with the extra
+        import llama_cpp  # noqa: F401
+    except ImportError as error:
+        raise ModelLoadError(INSTALL_HINT) from error
+    from engine.gguf.model import LlamaModel
+    from engine.gguf.tokenizer import build_tokenizer, check_against, read_metadata
+
+    try:
+        meta = read_metadata(path)
+    except Exception as error:  # a truncated or damaged header
+        raise ModelLoadError(f"cannot read {path.name}'s metadata: {' '.join(str(error).split())[:160]}") from error
+    tokenizer = build_tokenizer(meta, path.name)
+    stated = _stated_context(meta)
+    context = min(stated or max_context, max_context) if max_context > 0 else min(stated or DEFAULT_CONTEXT,
+                                                                                   DEFAULT_CONTEXT)
+    model = LlamaModel(path, context, threads)
+    try:
+        check_against(tokenizer, model.tokenize, path.name)
+    except ModelLoadError:
+        model.close()
+        raise
+    return LoadedGguf(model, tokenizer, path, path.name, context, _note(stated, context, max_context))
+
+
+def _stated_context(meta: dict[str, Any]) -> int | None:
+    """``<architecture>.context_length`` from the file, if it says."""
+    value = meta.get(f"{meta.get('general.architecture')}.context_length")
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _note(stated: int | None, context: int, max_context: int) -> str:
+    """One line when the limit in use is not the model's own."""
+    if stated is None:
+        return f"the file states no context length; using {context} tokens (set [model] max_context to change it)"
+    if context < stated and not (max_context and context == max_context):
+        return (f"using {context} of the model's {stated} context positions (llama.cpp reserves them all up "
+                "front; set [model] max_context to change it)")
+    return ""

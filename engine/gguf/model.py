@@ -1,0 +1,185 @@
+"""A llama.cpp model and context shaped like an mlx-lm model and its cache, so that the MLX
+engine's own turn machinery (``engine.session``, ``engine.turn``: the longest-common-prefix trim,
+prefill, the decode loop, the sampling chain in ``engine.sampling``) drives a GGUF file unchanged.
+
+Why this shape rather than a second turn loop: every rule of the contract (the exact id list in
+the cache, replies spliced as their ids, live parameters, cancel between tokens, the numbers on
+screen) then holds by construction, tested once. llama.cpp computes the forward pass; the one
+logits row per token is copied into an ``mx.array`` for the same sampler the MLX engine uses.
+
+Every call here runs on the engine thread (``engine.worker``), like every MLX call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from engine.api import EngineError, ModelLoadError
+
+GGML_TYPE_F32 = 0
+FLASH_ATTN_DISABLED = 0  # llama_flash_attn_type
+_ALL_F32 = 0  # general.file_type of a file whose matrices are all float32
+
+
+@dataclass(frozen=True)
+class Args:
+    """What the engine reads from a model's ``args`` (the vocabulary size)."""
+
+    vocab_size: int
+
+
+class LlamaCache:
+    """The context's KV memory seen as one trimmable mlx-lm cache layer.
+
+    ``offset`` is how many positions the memory holds; `trim` removes the newest ones with
+    ``llama_memory_seq_rm``, so a regenerate or an edit keeps everything before the divergence.
+    """
+
+    def __init__(self, model: LlamaModel) -> None:
+        self.model = model
+        self.offset = 0
+
+    def is_trimmable(self) -> bool:
+        return True
+
+    def trim(self, n: int) -> int:
+        """Drop the newest `n` positions (all of them at most); returns how many were dropped."""
+        n = min(max(n, 0), self.offset)
+        if n:
+            self.model.remove_from(self.offset - n)
+            self.offset -= n
+        return n
+
+    @property
+    def state(self) -> list[mx.array]:
+        """Nothing for MLX to evaluate: llama.cpp's memory is computed eagerly."""
+        return []
+
+
+class LlamaModel:
+    """One GGUF model and its llama.cpp context, called like an mlx-lm model."""
+
+    def __init__(self, path: Path, n_ctx: int, threads: int, batch: int = 512) -> None:
+        """Load `path` with a context of `n_ctx` positions. Raises ModelLoadError (one line)."""
+        import llama_cpp
+
+        self._lib = llama_cpp
+        quiet_logs(llama_cpp)
+        llama_cpp.llama_backend_init()
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = 0
+        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if not self._model:
+            raise ModelLoadError(f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
+        self.context_train = int(llama_cpp.llama_model_n_ctx_train(self._model))
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.args = Args(int(llama_cpp.llama_vocab_n_tokens(self._vocab)))
+        self.n_ctx, self.batch, self.threads = n_ctx, batch, threads
+        self._ctx = self._new_context(all_f32=_file_type(llama_cpp, self._model) == _ALL_F32)
+        self.cache_layer: LlamaCache | None = None
+
+    def _new_context(self, all_f32: bool) -> Any:
+        """A context of `n_ctx` positions. An all-float32 file keeps float32 keys and values and
+        plain attention, so its numbers match the MLX engine's float32 ones: llama.cpp's defaults
+        (a float16 cache, flash attention, which rounds through float16 on the CPU) moved the
+        tiny test model's logprobs by 9e-3; without them by 7e-6."""
+        lib = self._lib
+        params = lib.llama_context_default_params()
+        params.n_ctx = self.n_ctx
+        params.n_batch = params.n_ubatch = self.batch
+        params.n_threads = params.n_threads_batch = self.threads
+        if all_f32:
+            params.type_k = params.type_v = GGML_TYPE_F32
+            params.flash_attn_type = FLASH_ATTN_DISABLED
+        ctx = lib.llama_init_from_model(self._model, params)
+        if not ctx:
+            raise ModelLoadError(f"llama.cpp could not make a context of {self.n_ctx} positions")
+        return ctx
+
+    def make_cache(self) -> list[LlamaCache]:
+        """A fresh, empty cache: the context's memory is cleared with it."""
+        self.remove_from(0)
+        self.cache_layer = LlamaCache(self)
+        return [self.cache_layer]
+
+    def remove_from(self, position: int) -> None:
+        """Forget every position from `position` on."""
+        memory = self._lib.llama_get_memory(self._ctx)
+        if not self._lib.llama_memory_seq_rm(memory, 0, position, -1):
+            raise EngineError(f"llama.cpp could not cut its cache back to {position} positions")
+
+    def __call__(self, ids: mx.array, cache: list[LlamaCache]) -> mx.array:
+        """Feed (1, L) ids; the logits after the last one, shape (1, 1, vocab), as float32."""
+        tokens = [int(i) for i in np.asarray(ids).reshape(-1)]
+        for start in range(0, len(tokens), self.batch):
+            part = tokens[start:start + self.batch]
+            self.decode(part)
+            cache[0].offset += len(part)
+        return mx.array(self.last_logits())[None, None]
+
+    def decode(self, tokens: list[int]) -> None:
+        """Run llama.cpp on `tokens` after what its memory holds (logits for the last one only)."""
+        array = (self._lib.llama_token * len(tokens))(*tokens)
+        status = self._lib.llama_decode(self._ctx, self._lib.llama_batch_get_one(array, len(tokens)))
+        if status != 0:
+            raise EngineError(f"llama.cpp could not decode {len(tokens)} tokens (status {status})")
+
+    def last_logits(self) -> np.ndarray:
+        """A copy of the last decoded position's logits (llama.cpp reuses its buffer)."""
+        pointer = self._lib.llama_get_logits_ith(self._ctx, -1)
+        return np.ctypeslib.as_array(pointer, shape=(self.args.vocab_size,)).copy()
+
+    def tokenize(self, text: str) -> list[int]:
+        """llama.cpp's own tokenization of `text` (special tokens parsed, none added)."""
+        raw = text.encode("utf-8")
+        room = len(raw) + 8
+        out = (self._lib.llama_token * room)()
+        count = self._lib.llama_tokenize(self._vocab, raw, len(raw), out, room, False, True)
+        return list(out[:count])
+
+    def file_type_name(self) -> str:
+        """The file's weight type as llama.cpp names it (e.g. "Q4_0", "F16"), else "model"."""
+        buffer = ctypes.create_string_buffer(128)
+        size = self._lib.llama_model_desc(self._model, buffer, len(buffer))
+        words = buffer.value.decode("utf-8", "replace").split() if size > 0 else []
+        return words[-1] if words else "model"
+
+    def parameters(self) -> int:
+        """How many weights the file holds."""
+        return int(self._lib.llama_model_n_params(self._model))
+
+    def close(self) -> None:
+        """Free the context and the model (on the engine thread)."""
+        if self._ctx:
+            self._lib.llama_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            self._lib.llama_model_free(self._model)
+            self._model = None
+
+
+def _file_type(lib: Any, model: Any) -> int | None:
+    """The model's ``general.file_type`` metadata, if it has one."""
+    buffer = ctypes.create_string_buffer(32)
+    size = lib.llama_model_meta_val_str(model, b"general.file_type", buffer, len(buffer))
+    return int(buffer.value) if size > 0 and buffer.value.isdigit() else None
+
+
+def quiet_logs(lib: Any) -> None:
+    """Keep llama.cpp's loader chatter off the terminal (the TUI owns it): errors go nowhere
+    either, since each failure comes back as a status that becomes one line of ours."""
+    lib.llama_log_set(_silent_callback(lib), ctypes.c_void_p())
+
+
+@functools.cache
+def _silent_callback(lib: Any) -> Any:
+    """One log callback for the process that drops everything (cached: llama.cpp keeps calling
+    it after this returns, so it must never be freed)."""
+    return lib.llama_log_callback(lambda level, text, user_data: None)

@@ -1,0 +1,80 @@
+"""The engine thread for GGUF models: `engine.worker.EngineWorker` with a llama.cpp loader.
+
+Everything else (the command queue, turns, warm-up, counting, cancel, teardown) is the MLX
+engine's own, so the contract holds exactly as it does there. Only loading differs: no MLX
+weights, no compute dtype, no CPU speed layer for the model (llama.cpp has its own kernels);
+MLX still runs the sampler on each logits row, on this same thread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.api import EngineError, ModelInfo, ModelLoadError
+from engine.models import one_line
+from engine.watchdog import Watchdog, bound_template
+from engine.worker import EngineOptions, EngineWorker, LoadCommand, _clipped
+
+if TYPE_CHECKING:
+    from engine.gguf.load import LoadedGguf
+    from engine.session import Session
+
+
+class GgufWorker(EngineWorker):
+    """An `EngineWorker` whose models are GGUF files run by llama.cpp with `threads` threads."""
+
+    def __init__(self, options: EngineOptions | None = None, threads: int = 1) -> None:
+        self._threads = threads
+        super().__init__(options)
+
+    def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
+        """Replace the loaded model once the new one is in; a failed load keeps the old one."""
+        try:
+            return self._swap(command, old)
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # noqa: BLE001 - never let the thread die; the caller gets one line
+            command.sink(ModelLoadError(f"Could not load {_clipped(command.spec)}: {one_line(exc)}"))
+        return old
+
+    def _swap(self, command: LoadCommand, old: Session | None) -> Session:
+        """Load `command.spec`, build its session, then free `old` and its llama.cpp model."""
+        import mlx.core as mx
+
+        from engine.api import LoadProgress
+        from engine.gguf.load import load_gguf
+        from engine.session import Session
+
+        name = Path(command.spec).expanduser().name or command.spec
+        command.on_progress(LoadProgress(f"loading {name} with llama.cpp"))
+        loaded = load_gguf(command.spec, self._options.max_context, self._threads)
+        self._watchdog = self._watchdog or Watchdog()
+        bound_template(loaded.tokenizer, self._watchdog, loaded.name)
+        if self._stream is None:  # one stream for the thread's life, made on the thread
+            self._stream = mx.new_stream(mx.default_device())
+        speed = self._speed
+        assert speed is not None  # set before the first command is read
+        session = Session(loaded.model, loaded.tokenizer, loaded.context, self._stream, None,
+                          sampler_exp=speed.sampler_exp)
+        if old is not None:
+            old.close()
+            old.model.close()
+        command.on_progress(LoadProgress(f"loaded {name}", 1.0))
+        command.sink(_model_info(loaded, self._threads))
+        return session
+
+
+def _model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
+    """What the caller may know about the loaded GGUF model (plain data only)."""
+    return ModelInfo(
+        name=loaded.name,
+        path=str(loaded.path),
+        context_limit=loaded.context,
+        vocab_size=loaded.model.args.vocab_size,
+        has_chat_template=bool(loaded.tokenizer.has_chat_template),
+        parameters=loaded.model.parameters(),
+        dtype=f"gguf {loaded.model.file_type_name()}",
+        blas=f"llama.cpp ({threads} thread{'s' if threads != 1 else ''})",
+        notes=(loaded.context_note,) if loaded.context_note else (),
+    )
