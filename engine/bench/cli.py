@@ -17,7 +17,7 @@ from typing import Sequence
 
 from engine.cpu.blas import enable_fast_blas
 
-SECTIONS = ("decode", "ttft", "branch", "rewind", "sampler", "blas-dtype", "tui")
+SECTIONS = ("decode", "ttft", "branch", "rewind", "sampler", "blas-dtype", "tui", "gguf")
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         ("sampler", "Sampler cost per token"),
         ("blas-dtype", "Fast BLAS and compute dtype (plain mlx-lm, a fresh process per configuration)"),
         ("tui", "TUI: stream throughput, key latency, start-up"),
+        ("gguf", "GGUF through llama.cpp: ours (10 candidates) vs llama.cpp's own greedy loop, same file and threads"),
     ) if name in plan.sections}
     targets = [(name, None) for name in plan.shapes] + ([(model, model)] if model else [])
     dtype = "n/a"
@@ -74,6 +75,13 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         app_shape = "30m" if "30m" in plan.shapes else next(iter(plan.shapes), None)
         app_model = (app_shape, _folder_for(app_shape, scratch, plan.weights_dtype)) if app_shape else None
         tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000, app_model)
+    if "gguf" in sections:
+        from engine.bench.gguf_section import gguf_section
+        from engine.gguf import default_threads
+
+        progress("bench: GGUF (llama.cpp)")
+        await gguf_section(sections["gguf"], plan.shapes, scratch, plan.rounds, plan.decode_tokens,
+                           plan.process_prompt, default_threads())
     header = {**describe(blas, dtype), "native kernels": native.process_status(), "bench model weights": plan.weights_dtype,
               "rounds": plan.rounds}
     return Report(header, list(sections.values()))

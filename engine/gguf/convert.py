@@ -99,7 +99,7 @@ def _write_tokenizer(writer: Any, folder: Path, config: dict[str, Any]) -> None:
             kinds[index] = gguf.TokenType.CONTROL if entry.get("special") else gguf.TokenType.USER_DEFINED
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"].get("merges", [])]
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
+    writer.add_tokenizer_pre("gpt-2")  # llama.cpp's GPT-2 split, as a ByteLevel tokenizer's (its "default" differs)
     writer.add_token_list(tokens)
     writer.add_token_types(kinds)
     writer.add_token_merges(merges)

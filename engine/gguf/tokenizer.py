@@ -26,7 +26,7 @@ LLAMA3_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N
                   r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
 QWEN2_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
                  r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
-PATTERNS = {"default": GPT2_PATTERN, "gpt2": GPT2_PATTERN, "gpt-2": GPT2_PATTERN, "llama-bpe": LLAMA3_PATTERN,
+PATTERNS = {"gpt2": GPT2_PATTERN, "gpt-2": GPT2_PATTERN, "llama-bpe": LLAMA3_PATTERN,
             "llama3": LLAMA3_PATTERN, "qwen2": QWEN2_PATTERN, "deepseek-r1-qwen": QWEN2_PATTERN}
 PROBE = "Hello, world! It's 2024: naïve café, 你好世界 🙂🚀\n\tdef f(x):  return x**2 \r\n  the cat sat"
 _CONTROL, _USER_DEFINED = 3, 4  # gguf.TokenType values

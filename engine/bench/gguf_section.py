@@ -1,0 +1,141 @@
+"""GGUF through llama.cpp: our engine (10 candidates and every statistic per token) against
+llama.cpp's own greedy decode through the same binding, on the same file with the same threads.
+
+The files are made here, offline: the bench's random-weight Llama shape is written in float32
+(``engine.bench.shapes``), converted to an F32 GGUF (``engine.gguf.convert``) and quantized to
+Q4_0, Q8_0 and F16 by llama.cpp's own quantizer (``llama_model_quantize``). The contenders:
+
+- **ours**: a `GgufEngine` turn, greedy, 10 candidates: decode speed and prefill speed as
+  `TurnFinished` reports them (the same numbers the status bar shows);
+- **llama.cpp**: the bare loop, ``llama_decode`` then llama.cpp's greedy sampler
+  (``llama_sampler_sample``) per token, on a fresh context; prefill is one ``llama_decode`` of
+  the same prompt ids.
+
+A thread-count row (llama.cpp decode at 1 and at 2 threads) backs the default of
+`engine.gguf.default_threads`. Needs the ``[gguf]`` extra; without it the section says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from engine.api import GenerateRequest, Message, SamplingParams, TurnFinished
+from engine.bench.report import Section, alternate
+
+TYPES = {"F16": 1, "Q8_0": 7, "Q4_0": 2}  # llama_ftype
+WORDS = "the quick brown fox jumps over a lazy dog while seven small birds sing".split()
+
+
+def gguf_files(shape_name: str, scratch: Path) -> dict[str, Path]:
+    """The shape as F32 GGUF, then quantized by llama.cpp to each of `TYPES`."""
+    import llama_cpp
+
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
+    from engine.gguf.convert import convert_folder
+    from engine.gguf.model import quiet_logs
+
+    quiet_logs(llama_cpp)
+    shape = replace(shape_named(shape_name).with_bits(None), dtype="float32")
+    folder = write_model_folder(scratch / f"gguf-{shape.name}", shape, build_model(shape))
+    files = {"F32": convert_folder(folder, scratch / f"{shape.name}-F32.gguf")}
+    for name, ftype in TYPES.items():
+        out = scratch / f"{shape.name}-{name}.gguf"
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = ftype
+        params.nthread = 2
+        if llama_cpp.llama_model_quantize(str(files["F32"]).encode(), str(out).encode(), ctypes.byref(params)) != 0:
+            raise RuntimeError(f"llama.cpp could not quantize {shape.name} to {name}")
+        files[name] = out
+    return files
+
+
+def _prompt(round_: int, words: int) -> tuple[Message, ...]:
+    """A user message of `words` words that starts differently each round (a cold prefill)."""
+    text = " ".join(WORDS[(round_ + i) % len(WORDS)] for i in range(words))
+    return (Message("user", f"{round_}: {text}"),)
+
+
+async def _ours(path: Path, threads: int, rounds: int, prompt_words: int, tokens: int) -> list[TurnFinished]:
+    """One greedy turn per round on a `GgufEngine` (10 candidates)."""
+    from engine.gguf import GgufEngine
+
+    engine = GgufEngine(threads=threads)
+    params = SamplingParams(temperature=0.0, max_tokens=tokens, candidates=10)
+    try:
+        await engine.load(str(path))
+        turns = []
+        for round_ in range(rounds + 1):  # the first warms up
+            async for item in engine.generate(GenerateRequest(_prompt(round_, prompt_words), params)):
+                if isinstance(item, TurnFinished):
+                    turns.append(item)
+        return turns[1:]
+    finally:
+        await engine.close()
+
+
+def _llama_cpp(path: Path, threads: int, prompt_ids: list[int], tokens: int) -> tuple[float, float]:
+    """(prefill tok/s, greedy decode tok/s) of llama.cpp's bare loop through the binding."""
+    import llama_cpp
+
+    from engine.gguf.model import LlamaModel
+
+    model = LlamaModel(path, 4096, threads)
+    sampler = llama_cpp.llama_sampler_init_greedy()
+    try:
+        model.make_cache()
+        start = time.perf_counter()
+        model.decode(prompt_ids)
+        token = llama_cpp.llama_sampler_sample(sampler, model._ctx, -1)
+        prefill = len(prompt_ids) / (time.perf_counter() - start)
+        start = time.perf_counter()
+        for _ in range(tokens - 1):
+            model.decode([token])
+            token = llama_cpp.llama_sampler_sample(sampler, model._ctx, -1)
+        return prefill, (tokens - 1) / (time.perf_counter() - start)
+    finally:
+        llama_cpp.llama_sampler_free(sampler)
+        model.close()
+
+
+async def gguf_section(section: Section, shapes: tuple[str, ...], scratch: Path, rounds: int, tokens: int,
+                       prompt_words: int, threads: int) -> None:
+    """Rows and ratios for every Llama shape in `shapes` and every file type."""
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("gguf") is None:
+        section.skipped = 'needs the [gguf] extra: pip install "logitscope[gguf]"'
+        return
+    for shape in dict.fromkeys(s.split("-")[0] for s in shapes if s.split("-")[0] in ("2m", "30m")):
+        files = gguf_files(shape, scratch)
+        for kind in ("Q4_0", "Q8_0", "F16"):
+            await _compare(section, f"{shape} {kind}", files[kind], threads, rounds, tokens, prompt_words)
+        _threads_row(section, f"{shape} Q4_0", files["Q4_0"], rounds, tokens)
+
+
+async def _compare(section: Section, tag: str, path: Path, threads: int, rounds: int, tokens: int,
+                   prompt_words: int) -> None:
+    """Ours vs llama.cpp on one file: decode and prefill, per round back to back."""
+    turns = await _ours(path, threads, rounds, prompt_words, tokens)
+    theirs = [_llama_cpp(path, threads, list(t.prompt_ids), max(2, t.generated_tokens)) for t in turns]
+    ours_decode = [t.decode_tps for t in turns]
+    ours_prefill = [t.prefill_tps for t in turns]
+    section.add(f"ours decode, 10 candidates ({tag}, {threads} thr)", ours_decode, "tok/s")
+    section.add(f"llama.cpp greedy decode ({tag}, {threads} thr)", [d for _, d in theirs], "tok/s")
+    section.compare(f"ours / llama.cpp decode ({tag})", ours_decode, [d for _, d in theirs], 0.9)
+    prompt = len(turns[0].prompt_ids)
+    section.add(f"ours prefill, {prompt} tokens ({tag})", ours_prefill, "tok/s")
+    section.add(f"llama.cpp prefill, {prompt} tokens ({tag})", [p for p, _ in theirs], "tok/s")
+    section.compare(f"ours / llama.cpp prefill ({tag})", ours_prefill, [p for p, _ in theirs], 0.95)
+
+
+def _threads_row(section: Section, tag: str, path: Path, rounds: int, tokens: int) -> None:
+    """llama.cpp's own decode at 1 and 2 threads: what `default_threads` should be here."""
+    ids = list(range(10, 45))
+    samples = alternate({str(n): (lambda _r, n=n: _llama_cpp(path, n, ids, tokens)[1]) for n in (1, 2)}, rounds)
+    section.add(f"llama.cpp decode, 1 thread ({tag})", samples["1"], "tok/s")
+    section.add(f"llama.cpp decode, 2 threads ({tag})", samples["2"], "tok/s")
+    section.compare(f"2 threads / 1 thread ({tag})", samples["2"], samples["1"])
+

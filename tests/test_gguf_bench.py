@@ -1,0 +1,66 @@
+"""engine.bench.gguf_section: the GGUF rows of ``logitscope bench`` are built offline and filled.
+
+One round, a few tokens, the smallest shape: this checks the section runs end to end (files made
+and quantized by llama.cpp, both contenders measured, ratios against their targets), not speed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from engine.bench.report import Section
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                                reason='llama-cpp-python is not installed (pip install "logitscope[gguf]")')
+
+
+async def test_section_compares_every_file_type(tmp_path: Path) -> None:
+    from engine.bench.gguf_section import gguf_section
+
+    section = Section("gguf", "GGUF")
+    await gguf_section(section, ("2m",), tmp_path, rounds=1, tokens=4, prompt_words=8, threads=1)
+    labels = " | ".join(row.label for row in section.rows)
+    for kind in ("Q4_0", "Q8_0", "F16"):
+        assert f"ours decode, 10 candidates (2m {kind}" in labels and f"llama.cpp prefill" in labels
+    targets = {ratio.label: ratio.target for ratio in section.ratios}
+    assert targets["ours / llama.cpp decode (2m Q4_0)"] == ">= 0.9"
+    assert targets["ours / llama.cpp prefill (2m F16)"] == ">= 0.95"
+    assert all(row.stat.median > 0 for row in section.rows)
+
+
+def test_a_file_whose_tokenizer_differs_from_llama_cpps_is_refused(tmp_path: Path) -> None:
+    """llama.cpp's 'default' pre-tokenizer splits text unlike GPT-2's: the load says so in one line."""
+    import gguf
+
+    from engine.api import ModelLoadError
+    from engine.bench.gguf_section import gguf_files
+    from engine.gguf.load import load_gguf
+
+    good = gguf_files("2m", tmp_path)["F32"]
+    reader = gguf.GGUFReader(str(good))
+    field = reader.fields["tokenizer.ggml.pre"]
+    raw = good.read_bytes()
+    start = field.offset + sum(part.nbytes for part in field.parts[:-1])
+    assert raw[start:start + 5] == b"gpt-2"
+    bad = tmp_path / "default-pre.gguf"
+    bad.write_bytes(raw[:start] + b"deflt" + raw[start + 5:])  # same length: the file stays valid
+    with pytest.raises(ModelLoadError) as caught:
+        load_gguf(str(bad), 0, 1)
+    assert "deflt" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_tokenizer_rebuilt_wrongly_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe check catches a split that differs from llama.cpp's (here: a wrong pattern)."""
+    from engine.api import ModelLoadError
+    from engine.bench.gguf_section import gguf_files
+    from engine.gguf import tokenizer
+    from engine.gguf.load import load_gguf
+
+    good = gguf_files("2m", tmp_path)["F32"]
+    monkeypatch.setitem(tokenizer.PATTERNS, "gpt-2", r"\S|\s")  # one character at a time
+    with pytest.raises(ModelLoadError) as caught:
+        load_gguf(str(good), 0, 1)
+    assert "could not be rebuilt exactly" in str(caught.value)
