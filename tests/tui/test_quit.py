@@ -9,7 +9,6 @@ import errno
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
