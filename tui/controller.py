@@ -27,7 +27,7 @@ from engine.api import (
     TurnFinished,
 )
 from tui import messages as msg
-from tui.model.context import fit
+from tui.model.context import fit, leave_out
 from tui.model.conversation import Conversation, Node, TurnStats, Version
 
 FLUSH_HZ = 25.0
@@ -53,6 +53,7 @@ class ChatController:
         self._closed = False
         self._load_task: asyncio.Task[bool] | None = None
         self._stop_asked = False  # Esc while a turn is still being fitted: it never starts
+        self._left_out = 0  # oldest messages the last turn left out to fit the context
 
     @property
     def busy(self) -> bool:
@@ -199,7 +200,7 @@ class ChatController:
     def new_chat(self, system_prompt: str | None = None) -> None:
         if not self.busy:
             keep = self.conversation.system_prompt if system_prompt is None else system_prompt
-            self.conversation = Conversation(keep)
+            self.conversation, self._left_out = Conversation(keep), 0
             self.prepare()
 
     def _begin(self, messages: tuple[Message, ...], commit: Callable[[], Node], text: str = "") -> bool:
@@ -222,7 +223,7 @@ class ChatController:
             return
         node = commit()
         version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder))
-        self._streaming = node
+        self._streaming, self._left_out = node, fitted.dropped
         events = self.engine.generate(GenerateRequest(fitted.messages, self.params))  # asked first: see `_start`
         self._post(msg.GenerationStarted(node, fitted.dropped))
         await self._run(node, version, events)
@@ -242,7 +243,7 @@ class ChatController:
         it. Fire and forget: never fails."""
         if not self.can_start or self.engine.model is None:
             return
-        messages = self.conversation.messages(model=self.model_folder)
+        messages = leave_out(self.conversation.messages(model=self.model_folder), self._left_out)
         if messages and messages[-1].role == "user":  # an unanswered message: its reply comes next
             return
         if messages or draft:
@@ -252,7 +253,7 @@ class ChatController:
         """Continue `conversation` (one saved earlier); not while a reply runs."""
         if self.busy:
             return False
-        self.conversation = conversation
+        self.conversation, self._left_out = conversation, 0
         self.prepare()  # its history is cached while the user types the next message
         return True
 

@@ -127,6 +127,7 @@ async def test_a_long_chat_drops_its_oldest_exchanges_and_says_so(make_app: Any)
         assert sent[-1].text.startswith("question 5") and len(sent) < 12
         assert "context full: the oldest" in app.screen.query_one(StatusBar).state
         assert await engine.count_tokens(sent) < LIMIT
+        assert engine.prepared[-1][0] == sent[0] and engine.prepared[-1][1] == sent[1]  # warmed as it will be sent
 
 
 async def test_refuse_strategy_sends_nothing_that_does_not_fit(make_app: Any) -> None:

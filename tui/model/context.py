@@ -82,6 +82,13 @@ async def _drop_oldest(count: Count, messages: tuple[Message, ...], head: int, l
     return best
 
 
+def leave_out(messages: Sequence[Message], dropped: int) -> tuple[Message, ...]:
+    """`messages` without the `dropped` oldest after the system prompt: what a turn that left
+    them out sent, so the cache warmed for the next turn is the one it will read."""
+    head = 1 if messages and messages[0].role == "system" else 0
+    return tuple(messages[:head]) + tuple(messages[head + dropped:])
+
+
 def _too_long(total: int, limit: int, what: str) -> str:
     fits = limit - 1
     return (f"{what} is {tokens(total - fits)} over the context ({total} of the {fits} that fit): "
