@@ -388,7 +388,7 @@ def list_local_models(cache_dir: str | Path | None = None, state: str | Path | N
     cached = {entry.spec: entry for entry in cached_models(cache_dir)}
     entries: list[ModelEntry] = []
     if demo_model_path().is_dir():
-        entries.append(ModelEntry(DEMO_SPEC, "demo (built-in)", "demo", str(demo_model_path())))
+        entries.append(ModelEntry(DEMO_SPEC, "demo", "demo", str(demo_model_path())))  # the row adds "built-in"
     for spec in recent_models(state):
         if spec == DEMO_SPEC:
             continue

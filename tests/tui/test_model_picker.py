@@ -61,7 +61,7 @@ async def test_picker_lists_demo_recent_and_cache_from_a_thread(make_app: Any, s
         picker = app.screen
         assert isinstance(picker, ModelPicker)
         rows = _rows(picker)
-        assert rows[0].startswith("demo (built-in)") and "(loaded)" in rows[0]
+        assert rows[0].startswith("demo  built-in") and "(loaded)" in rows[0]  # "built-in" said once
         assert rows[1].startswith("someone/recent-model") and "recent · not downloaded" in rows[1]
         assert rows[2].startswith("org/cached-model") and "HF cache · 1.5 GB" in rows[2]
         assert len(rows) == 3

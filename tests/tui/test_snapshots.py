@@ -77,7 +77,7 @@ def test_help_screen(snap_compare: Any, make_app: Any) -> None:
 
 def test_model_picker(snap_compare: Any, make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """You should see: the "Switch model" dialog over the chat, with the filter input and three
-    rows: "demo (built-in)  built-in  (loaded)" highlighted, "someone/recent-model  recent · not
+    rows: "demo  built-in  (loaded)" highlighted, "someone/recent-model  recent · not
     downloaded", and "org/cached-model  HF cache · 1.5 GB"."""
     cached = hub.ModelEntry("org/cached-model", "org/cached-model", "cache", "/hf/cached", 1_500_000_000)
     monkeypatch.setattr(hub, "cached_models", lambda cache_dir=None: [cached])

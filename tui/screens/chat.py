@@ -20,7 +20,7 @@ from tui import messages as msg
 from tui.bindings import bindings_for
 from tui.controller import ChatController, Post
 from tui.model.conversation import Node
-from tui.model.params import apply_preset, parse_param, step_param
+from tui.model.params import PANEL_PARAMS, apply_preset, parse_param, step_param
 from tui.screens.chat_actions import ConversationActions
 from tui.screens.dialogs import TextDialog, ValueDialog
 from tui.screens.layout import LAYOUT_CSS, fit, toggle
@@ -266,7 +266,8 @@ class ChatScreen(ConversationActions):
 
         current = getattr(self.controller.params, name)
         hint = "empty or 'random' = a fresh seed each turn" if name == "seed" else ""
-        self.app.push_screen(ValueDialog(f"Set {name}", "" if current is None else str(current), validate, hint),
+        label = dict(PANEL_PARAMS).get(name, name)  # as the panel names it: top-p, not top_p
+        self.app.push_screen(ValueDialog(f"Set {label}", "" if current is None else str(current), validate, hint),
                              done)
 
     def action_next_preset(self) -> None:

@@ -202,7 +202,7 @@ class AssistantView(Vertical):
         if version.branched_at is not None:
             parts.append((f"from token {version.branched_at}", 2))
         if version.params is not None:
-            parts.append((f"T={version.params.temperature:g}", 3))
+            parts.append((f"T={version.params.temperature:.2f}", 3))  # as the parameters panel writes it
         parts.append((f"{len(self.tokens)} tok", 1))
         if version.finish_reason is None:
             parts.append(("streaming…", 0))

@@ -40,10 +40,12 @@ class ParamsPanel(Widget, can_focus=True):
         table.add_column(style="dim")
         table.add_column()
         table.add_column(justify="right")
+        table.add_column(style="dim")  # "(off)" in a column of its own: the values never move
         for i, (name, label) in enumerate(PANEL_PARAMS):
             key = PARAM_KEYS[name]
             style = "reverse" if i == self.selected and self.has_focus else ""
-            table.add_row(f"{key}/{key.upper()}", Text(label, style=style), format_param(self.params, name))
+            value, _, note = format_param(self.params, name).partition(" (")
+            table.add_row(f"{key}/{key.upper()}", Text(label, style=style), value, f"({note}" if note else "")
         return table
 
     @property

@@ -188,18 +188,27 @@ class Transcript(VerticalScroll, can_focus=True):
             self._select(view, 0 if where == 0 else len(view.tokens) - 1)
 
     def action_next_low(self, step: int) -> None:
-        """Jump to the next/previous token whose raw probability is under the threshold."""
+        """Jump to the next/previous token whose raw probability is under the threshold, in this
+        reply or the ones after (before) it; when there is none, say so (a bell is not seen)."""
         view = self.selected or self._ensure_selected()
         if view is None or view.cursor is None:
             return
         limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
+        replies = self._replies()
+        at = replies.index(view) if view in replies else 0
         index = view.cursor + step
-        while 0 <= index < len(view.tokens):
-            if view.tokens[index].logprob < limit:
-                self._select(view, index)
-                return
-            index += step
-        self.app.bell()
+        while 0 <= at < len(replies):
+            tokens = replies[at].tokens
+            while 0 <= index < len(tokens):
+                if tokens[index].logprob < limit:
+                    self._select(replies[at], index)
+                    return
+                index += step
+            at += step
+            if 0 <= at < len(replies):
+                index = 0 if step > 0 else len(replies[at].tokens) - 1
+        where = "after" if step > 0 else "before"
+        self.notify(f"No token below {self.low_threshold * 100:g}% {where} this one.", timeout=3)
 
     def action_reply(self, step: int) -> None:
         replies = self._replies()

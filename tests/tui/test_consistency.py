@@ -1,0 +1,83 @@
+"""Small inconsistencies (#16.9): the parameter values stay put when "(off)" comes and goes,
+reply headers write the temperature as the panel does, and n/N search every reply and say when
+there is nothing more to find (the bell was invisible)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.fake import ScriptedEngine, ScriptedToken
+from tui.widgets.message_views import AssistantView
+from tui.widgets.transcript import Transcript
+from tui_helpers import SIZE, screen_text, send, wait_until
+
+
+def _value_ends(text: str) -> dict[str, int]:
+    """Where each parameter's value ends on screen (its right edge)."""
+    ends = {}
+    for line in text.splitlines():
+        for label, value in (("temperature", "0.70"), ("top-p", "1.00"), ("top-p", "0.95")):
+            if f" {label} " in line and value in line:
+                ends[f"{label} {value}"] = line.index(value, line.index(label)) + len(value)
+    return ends
+
+
+async def test_parameter_values_stay_put_when_off_goes(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        app.screen.query_one(Transcript).focus()
+        before = _value_ends(screen_text(app))
+        assert "(off)" in screen_text(app)
+        await pilot.press("p")  # top-p 1.00 (off) -> 0.95
+        await pilot.pause()
+        after = _value_ends(screen_text(app))
+        assert before["top-p 1.00"] == after["top-p 0.95"]
+        assert before["temperature 0.70"] == after["temperature 0.70"]
+
+
+async def test_headers_write_the_temperature_as_the_panel_does(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        app.screen.query_one(Transcript).focus()
+        for _ in range(3):
+            await pilot.press("T")  # 0.70 -> 1.00
+        await send(app, pilot, "again")
+        headers = [str(v.query_one("#header").render()) for v in app.screen.query(AssistantView)]
+        assert "T=0.70" in headers[0] and "T=1.00" in headers[1]
+
+
+async def test_n_searches_every_reply_and_says_when_there_is_no_more(make_app: Any) -> None:
+    low = [["A", ScriptedToken(" b", 0.05, ((" x", 0.9),)), " c"], ["D", ScriptedToken(" e", 0.02, ((" y", 0.9),))]]
+    app = make_app(ScriptedEngine(low))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "one")
+        await send(app, pilot, "two")
+        transcript = app.screen.query_one(Transcript)
+        transcript.focus()
+        first = app.controller.conversation.path()[1]
+        transcript.select_token(first, 2)  # " c", after the first reply's only unlikely token
+        await pilot.press("n")
+        await pilot.pause()
+        second = app.controller.conversation.path()[3]
+        assert transcript.cursor == (second, 1)  # " e" in the next reply
+        await pilot.press("n")
+        await wait_until(pilot, lambda: any(n.message == "No token below 10% after this one."
+                                            for n in app._notifications))
+        await pilot.press("N")
+        await pilot.pause()
+        assert transcript.cursor == (first, 1)  # back to " b" in the first reply
+
+
+async def test_the_value_dialog_names_a_parameter_as_the_panel_does(make_app: Any) -> None:
+    from tui.screens.dialogs import ValueDialog
+    from tui.widgets.params_panel import ParamsPanel
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        app.screen.query_one(ParamsPanel).focus()
+        await pilot.press("down", "enter")  # top-p
+        await wait_until(pilot, lambda: isinstance(app.screen, ValueDialog))
+        assert app.screen.title_text == "Set top-p"
