@@ -214,7 +214,7 @@ class ChatController:
         model = self.engine.model
         try:
             fitted = await fit(self._count, messages, model.context_limit if model else 1, self.context_strategy,
-                               self.params.max_tokens)
+                               self.params.max_tokens, self._left_out)
         except EngineError as exc:
             self._post(msg.SendRefused(text, str(exc)))
             return

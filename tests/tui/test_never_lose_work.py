@@ -349,3 +349,25 @@ async def test_a_message_sent_while_busy_stays_in_the_input(make_app: Any) -> No
         assert app.screen.query_one(ChatInput).text == "second"
         assert any("still streaming" in n for n in _notes(app))
         await pilot.press("escape")
+
+
+async def test_dropping_keeps_the_start_of_the_prompt_while_it_fits() -> None:
+    """The same oldest messages are left out turn after turn (the cache's prefix stays), and when
+    more must go, a quarter of the context goes, so the next turns fit again."""
+    from tui.model.context import fit
+
+    async def count(messages: Any) -> int:
+        return sum(1 + len(m.text.split()) for m in messages)
+
+    chat: list[Message] = [Message("system", "s")]
+    dropped, history = 0, []
+    for n in range(12):
+        chat.append(Message("user", _words(8)))
+        fitted = await fit(count, chat, 60, "drop_oldest", 10, dropped)
+        assert fitted.refusal is None and await count(fitted.messages) < 60
+        assert fitted.messages[0] == chat[0] and fitted.messages[1].role == "user"
+        history.append(fitted.dropped)
+        dropped = fitted.dropped
+        chat.append(Message("assistant", _words(3)))
+    assert history == sorted(history) and history[-1] > 0
+    assert len(set(history)) < len(history) - 4  # most turns left out the same as the one before

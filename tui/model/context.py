@@ -37,21 +37,30 @@ def tokens(n: int) -> str:
     return f"{n} token" + ("" if n == 1 else "s")
 
 
-async def fit(count: Count, messages: Sequence[Message], limit: int, strategy: str, reply_room: int) -> Fit:
+async def fit(count: Count, messages: Sequence[Message], limit: int, strategy: str, reply_room: int,
+              dropped_before: int = 0) -> Fit:
     """`messages` as they may be sent to a model of context `limit`, which needs the prompt
     shorter than `limit` (room for one new token at least). `reply_room`: how many tokens a
     dropping strategy tries to leave for the reply. A `limit` of 0 is unknown (a remote server
-    that does not say it): everything is sent, and the server refuses what does not fit."""
+    that does not say it): everything is sent, and the server refuses what does not fit.
+
+    `dropped_before`: what the previous turn left out. Leaving out the same again keeps the
+    start of the prompt, so the engine's cache is reused; more goes only when that no longer
+    fits, and then a quarter of the context at least, so the next turns fit again."""
     messages = tuple(messages)
     if limit <= 0:
         return Fit(messages)
+    head = tuple(m for m in messages[:1] if m.role == "system")
+    if strategy == "drop_oldest" and 0 < dropped_before < len(messages) - len(head) - 1:
+        same = leave_out(messages, dropped_before)
+        if same[len(head)].role == "user" and await count(same) < limit:
+            return Fit(same, dropped_before)
     total = await count(messages)
     if total < limit:
         return Fit(messages)
-    head = tuple(m for m in messages[:1] if m.role == "system")
     alone = head + messages[-1:]
     if strategy == "drop_oldest" and len(alone) < len(messages):
-        kept = await _drop_oldest(count, messages, len(head), limit, max(0, min(reply_room, limit // 4)))
+        kept = await _drop_oldest(count, messages, len(head), limit, max(limit // 4, min(reply_room, limit // 2)))
         if kept is not None:
             return kept
         total = await count(alone)
