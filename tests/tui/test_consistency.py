@@ -81,3 +81,26 @@ async def test_the_value_dialog_names_a_parameter_as_the_panel_does(make_app: An
         await pilot.press("down", "enter")  # top-p
         await wait_until(pilot, lambda: isinstance(app.screen, ValueDialog))
         assert app.screen.title_text == "Set top-p"
+
+
+async def test_wide_characters_do_not_widen_the_candidates_table() -> None:
+    """A CJK or emoji candidate was padded by characters, not cells: its row (and the panel's
+    columns) came out wider than the others."""
+    import math
+
+    from rich.cells import cell_len
+    from textual.app import App
+
+    from engine.api import Candidate, TokenEvent
+    from tui.widgets.candidates import CHARS, CandidatesPanel
+
+    texts = [" plain", " 日本語の文字列です", " 🇺🇸 flag", " ok"]
+    token = TokenEvent(0, 1, " ok", " ok", math.log(0.1), 0.1, 4, 1.0,
+                       tuple(Candidate(i, t, math.log(0.2), 0.2) for i, t in enumerate(texts)))
+    app: App[None] = App()
+    async with app.run_test(size=(60, 20)) as pilot:
+        panel = CandidatesPanel()
+        await app.mount(panel)
+        await pilot.pause()
+        table = panel._table(token)
+        assert {cell_len(str(cell)) for cell in list(table.columns[1].cells)[1:]} == {CHARS}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from rich.cells import set_cell_size
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -121,7 +122,7 @@ class CandidatesPanel(Widget, can_focus=True):
                        else self._number(cand.sampled_prob, safe_log(cand.sampled_prob)))
             table.add_row(
                 Text(key + ("▶" if chosen else " "), style=row_style),
-                Text(f"{visible(cand.text)[:chars]:<{chars}}", style=f"{label_style} {row_style}".strip()),
+                Text(set_cell_size(visible(cand.text), chars), style=f"{label_style} {row_style}".strip()),
                 Text(bar(p_raw, bar_width), style=variables.get("prob-bar-removed" if removed else "prob-bar", "")),
                 Text(self._number(p_raw, cand.logprob)),
                 Text(sampled, style="dim" if sampled == UNKNOWN else variables.get("prob-bar-sampled", "")),
