@@ -14,6 +14,7 @@ import importlib.util
 import sys
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -190,3 +191,25 @@ def test_missing_extra_says_how_to_install(pair: tuple[Path, Path], monkeypatch:
     with pytest.raises(ModelLoadError) as caught:
         load_gguf(str(pair[1]), 0, 1)
     assert str(caught.value) == INSTALL_HINT
+
+
+@needs_llama
+@pytest.mark.slow
+async def test_draws_follow_the_sampled_distribution(pair: tuple[Path, Path], gguf_engine: Engine) -> None:
+    """Chi-square of 300 first tokens (seeds 0..299, temperature 1.2, top-k 8) against the sampled
+    distribution the first event reports, itself checked against the logits above."""
+    from test_sampling import chi_square_z
+
+    params = SamplingParams(temperature=1.2, top_k=8, max_tokens=1, candidates=8)
+    counts: dict[int, int] = {}
+    probs: dict[int, float] = {}
+    for seed in range(300):
+        events, _ = await run(gguf_engine, CHAT, replace(params, seed=seed))
+        counts[events[0].id] = counts.get(events[0].id, 0) + 1
+        probs.update({c.id: c.sampled_prob for c in events[0].candidates})
+    ids = sorted(probs)
+    assert set(counts) <= set(ids) and abs(sum(probs.values()) - 1.0) < 1e-4
+    z = chi_square_z(np.array([counts.get(i, 0) for i in ids]), np.array([probs[i] for i in ids]))
+    assert z < 4.0
+    wrong = np.array([probs[i] for i in ids]) ** 2  # the test would notice a wrong chain
+    assert chi_square_z(np.array([counts.get(i, 0) for i in ids]), wrong / wrong.sum()) > 4.0
