@@ -213,3 +213,17 @@ async def test_draws_follow_the_sampled_distribution(pair: tuple[Path, Path], gg
     assert z < 4.0
     wrong = np.array([probs[i] for i in ids]) ** 2  # the test would notice a wrong chain
     assert chi_square_z(np.array([counts.get(i, 0) for i in ids]), wrong / wrong.sum()) > 4.0
+
+
+def test_hub_file_that_cannot_be_fetched_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``owner/repo/file.gguf`` goes to the hub; offline, the answer is one line (no traceback)."""
+    from engine.gguf.load import resolve_gguf
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    seen: list[str] = []
+    with pytest.raises(ModelLoadError) as caught:
+        resolve_gguf("nobody-here/no-such-repo/model-Q4_0.gguf", lambda p: seen.append(p.message))
+    assert "no-such-repo" in str(caught.value) and "\n" not in str(caught.value)
+    assert seen and "model-Q4_0.gguf" in seen[0]
+    assert resolve_gguf("~/models/local.gguf", lambda p: None) == "~/models/local.gguf"

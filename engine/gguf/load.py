@@ -7,14 +7,16 @@ extra not installed, a vocabulary not supported) is one line (`ModelLoadError`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from engine.api import ModelLoadError
+from engine.api import LoadProgress, ModelLoadError
 
 DEFAULT_CONTEXT = 8192  # llama.cpp allocates the whole KV cache up front: a 128k model would not fit
 MAGIC = b"GGUF"
+_HUB_FILE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)/([^/]+\.gguf)", re.IGNORECASE)  # owner/repo/file.gguf
 INSTALL_HINT = 'GGUF models need the [gguf] extra: pip install "logitscope[gguf]"'
 
 
@@ -35,6 +37,26 @@ def is_gguf_spec(spec: str) -> bool:
     return spec.strip().lower().endswith(".gguf")
 
 
+def resolve_gguf(spec: str, report: Callable[[LoadProgress], None]) -> str:
+    """A local path for `spec`: itself, or for ``owner/repo/file.gguf`` (not a local file) that
+    file from the Hugging Face hub, downloaded once into its cache with progress; one line on failure."""
+    found = _HUB_FILE.fullmatch(spec.strip())
+    if found is None or Path(spec).expanduser().exists():
+        return spec
+    from huggingface_hub import hf_hub_download
+
+    from engine.models.hub import _download_error, _progress_class
+
+    repo_id, filename = found.group(1), found.group(2)
+    report(LoadProgress(f"looking for {filename} in {repo_id} on Hugging Face"))
+    try:
+        return str(hf_hub_download(repo_id, filename, tqdm_class=_progress_class(repo_id, report)))
+    except Exception as error:  # noqa: BLE001 - every hub failure becomes one line for the user
+        if type(error).__name__ == "EntryNotFoundError":
+            raise ModelLoadError(f"{repo_id} has no file {filename}") from error
+        raise _download_error(repo_id, error) from error
+
+
 def check_file(spec: str) -> Path:
     """The file `spec` names, if it is a readable GGUF file; else one line saying what is wrong."""
     path = Path(spec).expanduser()
@@ -53,9 +75,11 @@ def check_file(spec: str) -> Path:
     return path
 
 
-def load_gguf(spec: str, max_context: int, threads: int) -> LoadedGguf:
-    """Check, then load `spec` with `threads` llama.cpp threads. Raises ModelLoadError."""
-    path = check_file(spec)
+def load_gguf(spec: str, max_context: int, threads: int,
+              report: Callable[[LoadProgress], None] = lambda _: None) -> LoadedGguf:
+    """Find (`resolve_gguf`), check, then load `spec` with `threads` llama.cpp threads.
+    Raises ModelLoadError."""
+    path = check_file(resolve_gguf(spec, report))
     try:
         import gguf  # noqa: F401 - both come with the extra
         import llama_cpp  # noqa: F401

@@ -48,7 +48,7 @@ class GgufWorker(EngineWorker):
 
         name = Path(command.spec).expanduser().name or command.spec
         command.on_progress(LoadProgress(f"loading {name} with llama.cpp"))
-        loaded = load_gguf(command.spec, self._options.max_context, self._threads)
+        loaded = load_gguf(command.spec, self._options.max_context, self._threads, command.on_progress)
         self._watchdog = self._watchdog or Watchdog()
         bound_template(loaded.tokenizer, self._watchdog, loaded.name)
         if self._stream is None:  # one stream for the thread's life, made on the thread
