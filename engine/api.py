@@ -230,6 +230,63 @@ class TurnFinished:
 
 
 @dataclass(frozen=True)
+class PreviewRequest:
+    """What-if previews: where each of `candidates` would lead if chosen next in the last reply.
+
+    `messages` ends with the partial assistant reply, its exact ids (`token_ids`) being the reply's
+    first ``position`` tokens. Each row is exactly the turn a branch would run: the same messages
+    with the candidate appended to the reply, `continue_last=True`, `params` with their `tokens`
+    as max_tokens and `seed` (the fixed seed every row draws with, so previews are reproducible).
+    """
+
+    messages: tuple[Message, ...]
+    candidates: tuple[int, ...]
+    tokens: int = 12
+    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.0))
+    seed: int = 0
+
+    def branch(self, candidate: int) -> GenerateRequest:
+        """The real turn that a preview of `candidate` equals (its TokenEvents are the preview)."""
+        last = self.messages[-1]
+        ids = tuple(last.token_ids or ()) + (candidate,)
+        params = self.params.with_changes(max_tokens=self.tokens, seed=self.seed)
+        return GenerateRequest(self.messages[:-1] + (Message(last.role, last.text, ids),), params, True)
+
+
+@dataclass(frozen=True)
+class PreviewToken:
+    """One token of one preview row, as it streams."""
+
+    row: int  # index into PreviewRequest.candidates
+    candidate: int  # that candidate's id
+    index: int  # position in the preview, from 0 (the token after the candidate)
+    id: int
+    text: str  # the printable text this token completes (as `TokenEvent.text`)
+    logprob: float  # log p_raw
+
+
+@dataclass(frozen=True)
+class Preview:
+    """One finished preview row: the ids a branch at `candidate` would write next."""
+
+    candidate: int
+    token_ids: tuple[int, ...]
+    text: str
+    finish_reason: FinishReason  # "cancelled": cut short (a real command came first, or cancel)
+
+
+@dataclass(frozen=True)
+class PreviewFinished:
+    """The end of a preview command: every row, in `PreviewRequest.candidates` order."""
+
+    previews: tuple[Preview, ...]
+    seconds: float
+
+
+PreviewEvent = PreviewToken | PreviewFinished
+
+
+@dataclass(frozen=True)
 class LoadProgress:
     """Loading or downloading news while `EngineAPI.load` runs (fraction None = unknown)."""
 
@@ -289,6 +346,14 @@ class EngineAPI(Protocol):
         """Run one turn: yields TokenEvents then exactly one TurnFinished. Raises EngineError.
 
         Closing the generator (`aclose`, or leaving an `async for` early) cancels the turn."""
+        ...
+
+    def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
+        """What-if previews (see `PreviewRequest`): PreviewTokens as rows grow, then exactly one
+        PreviewFinished. Never changes the cache a turn reuses; gives way to any other command
+        within one decode step (its unfinished rows then end "cancelled"). Raises EngineError
+        (one line: a bad request, or an engine that cannot preview). Leaving the iteration early
+        stops it."""
         ...
 
     def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:

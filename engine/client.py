@@ -8,6 +8,7 @@ MLX (the worker imports it on its own thread), so a TUI can paint before the mod
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import AsyncGenerator, Callable, Sequence
 
 from engine.api import (
@@ -17,6 +18,10 @@ from engine.api import (
     LoadProgress,
     Message,
     ModelInfo,
+    PreviewEvent,
+    PreviewFinished,
+    PreviewRequest,
+    PreviewToken,
     ProgressCallback,
     SamplingParams,
     TokenEvent,
@@ -31,6 +36,7 @@ from engine.worker import (
     GenerateCommand,
     LoadCommand,
     PrepareCommand,
+    PreviewCommand,
     Sink,
 )
 
@@ -116,6 +122,19 @@ class Engine:
             if control in self._turns:
                 self._turns.remove(control)
 
+    def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
+        """Queue what-if previews (`engine.preview`); iterate for PreviewTokens and the closing
+        PreviewFinished. Leaving the iteration early stops them within one decode step."""
+        try:
+            loop = asyncio.get_running_loop()
+            worker = self._ensure_worker()
+        except (EngineError, RuntimeError) as exc:
+            return _raising_preview(exc if isinstance(exc, EngineError) else EngineError(str(exc)))
+        cancelled = threading.Event()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        worker.submit(PreviewCommand(request, cancelled, _sink(loop, results)))
+        return _preview_events(results, cancelled)
+
     def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
         """Start prefilling what the turn after `messages` will share, its user message starting
         with `draft` (`engine.warmup`); returns at once. Queued behind running work, it yields to
@@ -194,6 +213,29 @@ def _sink(loop: asyncio.AbstractEventLoop, results: asyncio.Queue[object], contr
                 control.cancelled.set()
 
     return post
+
+
+async def _preview_events(results: asyncio.Queue[object], cancelled: threading.Event
+                          ) -> AsyncGenerator[PreviewEvent, None]:
+    """Relay one preview command's results; an EngineError from the thread is raised here."""
+    try:
+        while True:
+            item = await results.get()
+            if isinstance(item, BaseException):
+                raise item
+            if not isinstance(item, (PreviewToken, PreviewFinished)):
+                raise EngineError(f"The engine sent an unexpected {type(item).__name__} during a preview.")
+            yield item
+            if isinstance(item, PreviewFinished):
+                return
+    finally:
+        cancelled.set()  # harmless after the end; stops previews whose reader left
+
+
+async def _raising_preview(error: EngineError) -> AsyncGenerator[PreviewEvent, None]:
+    """A preview stream that fails at once."""
+    raise error
+    yield  # pragma: no cover - makes this an async generator
 
 
 def _settle(future: asyncio.Future[int], count: int) -> None:

@@ -33,6 +33,11 @@ from engine.api import (
     Message,
     ModelInfo,
     ModelLoadError,
+    Preview,
+    PreviewEvent,
+    PreviewFinished,
+    PreviewRequest,
+    PreviewToken,
     ProgressCallback,
     SamplingParams,
     TokenEvent,
@@ -130,6 +135,7 @@ class ScriptedEngine:
         self.context_limit = context_limit
         self.name = name
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
+        self.preview_requests: list[PreviewRequest] = []  # every preview request seen
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
         self.drafts: list[str] = []  # and the draft that came with it
         self.params_seen: list[SamplingParams] = []  # the params each yielded token used
@@ -235,6 +241,32 @@ class ScriptedEngine:
             yield event
         self._cache = prompt_ids + ids[start:]
         yield self._finished(request, prompt_ids, reused, ids, text, reason, len(ids) - start)
+
+    def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
+        return self._preview(request)
+
+    async def _preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
+        """Each row is what `request.branch(candidate)` replays here: the script the reply came
+        from, after the candidate's position (so, as with the real engine, choosing a candidate
+        continues exactly as its preview showed). Tokens stream one step for every row at a time."""
+        last = request.messages[-1] if request.messages else None
+        if last is None or last.role != "assistant" or last.token_ids is None:
+            raise EngineError("A preview needs a conversation that ends with a reply's exact token ids.")
+        self._check(request.branch(request.candidates[0]) if request.candidates else GenerateRequest(()))
+        self.preview_requests.append(request)
+        start = len(last.token_ids) + 1
+        script = self.replies[(max(self._turn, 1) - 1) % len(self.replies)][start:]
+        shown = script[: request.tokens]
+        for n, token in enumerate(shown):
+            if self.token_delay:
+                await asyncio.sleep(self.token_delay)
+            for row, candidate in enumerate(request.candidates):
+                yield PreviewToken(row, candidate, n, self._vocab.id_of(token.text), token.text,
+                                   math.log(max(token.prob, 1e-12)))
+        ids = tuple(self._vocab.id_of(token.text) for token in shown)
+        text = "".join(token.text for token in shown)
+        reason = "length" if len(script) > request.tokens else "stop"
+        yield PreviewFinished(tuple(Preview(c, ids, text, reason) for c in request.candidates), 0.0)
 
     def _check(self, request: GenerateRequest) -> None:
         if self.closed:

@@ -105,6 +105,10 @@ class CacheSnapshots:
                 layer.trim(held - snapshot.position)
         return snapshot.position
 
+    def layers_at(self, position: int) -> dict[int, Any]:
+        """The layers kept at exactly `position`, {} when none is (read only: callers copy them)."""
+        return next((s.layers for s in self._kept if s.position == position), {})
+
     def forget_after(self, position: int) -> None:
         """Drop the snapshots past `position`: the ids after it are no longer the cache's."""
         self._kept = [s for s in self._kept if s.position <= position]

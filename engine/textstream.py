@@ -32,6 +32,11 @@ class ReplyText:
         self._detokenizer.add_token(token_id)
         return self._detokenizer.last_segment
 
+    def flush(self) -> str:
+        """Finish the stream and return only the text still held back (a preview's last piece)."""
+        self._detokenizer.finalize()
+        return str(self._detokenizer.last_segment)
+
     def finish(self) -> str:
         """Flush what was held back and return the whole reply's text (prefix included)."""
         self._detokenizer.finalize()

@@ -25,6 +25,7 @@ from engine.api import (
     Message,
     ModelInfo,
     ModelLoadError,
+    PreviewRequest,
     TurnControl,
     check_token_ids,
 )
@@ -84,11 +85,22 @@ class CountCommand:
 
 
 @dataclass(frozen=True)
+class PreviewCommand:
+    """Preview candidates (`engine.preview`); `sink` gets each PreviewToken, then the
+    PreviewFinished or an EngineError. It gives way as soon as another command is queued or
+    `cancelled` is set (the caller left)."""
+
+    request: PreviewRequest
+    cancelled: threading.Event
+    sink: Sink
+
+
+@dataclass(frozen=True)
 class StopCommand:
     """Ends the thread after everything queued before it."""
 
 
-Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, StopCommand]
+Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, PreviewCommand, StopCommand]
 
 
 @dataclass(frozen=True)
@@ -181,6 +193,8 @@ class EngineWorker:
                 self._prepare(command, self._session)
             elif isinstance(command, CountCommand):
                 self._count(command, self._session)
+            elif isinstance(command, PreviewCommand):
+                self._preview(command, self._session)
             else:
                 self._generate(command, self._session)
             self._current = None
@@ -265,6 +279,25 @@ class EngineWorker:
             assert session is not None
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
         command.done(warmed)
+
+    def _preview(self, command: PreviewCommand, session: Session | None) -> None:
+        """Run what-if previews; they never touch the session's cache, so a failure leaves it as is."""
+        if session is None:
+            command.sink(EngineError("No model is loaded: load one first."))
+            return
+        try:
+            from engine.preview import check_request, run_preview
+
+            check_request(command.request, _vocab_size(session.model, session.tokenizer))
+            def stop() -> bool:
+                """Give way to any queued command (a turn starts within one decode step)."""
+                return command.cancelled.is_set() or not self._commands.empty()
+
+            command.sink(run_preview(session, command.request, stop, command.sink))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # noqa: BLE001 - the thread lives on; the caller gets one line
+            command.sink(EngineError(f"Preview failed: {one_line(exc)}"))
 
     def _generate(self, command: GenerateCommand, session: Session | None) -> None:
         """Run one turn; any failure ends it with one EngineError and a clean cache."""

@@ -60,7 +60,7 @@ def test_importing_the_tui_and_engine_client_leaves_mlx_unloaded() -> None:
 SPEED_LAYER = "engine.cpu"
 ENGINE_PROPER = frozenset({
     "engine.api", "engine.backend", "engine.client", "engine.fake", "engine.lastrow", "engine.penalties",
-    "engine.precision", "engine.prompt", "engine.sampling", "engine.session", "engine.snapshots", "engine.textstream",
+    "engine.precision", "engine.preview", "engine.prompt", "engine.sampling", "engine.session", "engine.snapshots", "engine.textstream",
     "engine.turn", "engine.warmup", "engine.watchdog", "engine.worker",
 })
 TUI_MAY_IMPORT = frozenset({"engine.api", "engine.client", "engine.fake", "engine.remote", "engine.settings",

@@ -20,6 +20,8 @@ from engine.api import (
     Message,
     ModelInfo,
     ModelLoadError,
+    PreviewEvent,
+    PreviewRequest,
     ProgressCallback,
     SamplingParams,
 )
@@ -96,6 +98,12 @@ class RemoteEngine:
 
     def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         return self._turn(request)
+
+    def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
+        """Refused: a server decodes one sequence per request, so k previews would be k full
+        turns (and its sampler cannot be seeded to match a later branch token for token)."""
+        return _refused(EngineError("Previews are not available on a remote server (--server): "
+                                    "they need the local engine."))
 
     def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
         """Nothing to warm from here (the server's own prefix cache does that on the next turn)."""
@@ -200,3 +208,9 @@ def _notes(caps: Capabilities, by_ids: bool, problem: str) -> tuple[str, ...]:
         notes.append("Over the chat endpoint the history is sent as text, parameter changes apply from "
                      "the next reply, and branching needs a local engine or token-id prompts.")
     return tuple(notes)
+
+
+async def _refused(error: EngineError) -> AsyncGenerator[PreviewEvent, None]:
+    """A preview stream that fails at once with `error`."""
+    raise error
+    yield  # pragma: no cover - makes this an async generator
