@@ -227,3 +227,25 @@ def test_hub_file_that_cannot_be_fetched_is_one_line(monkeypatch: pytest.MonkeyP
     assert "no-such-repo" in str(caught.value) and "\n" not in str(caught.value)
     assert seen and "model-Q4_0.gguf" in seen[0]
     assert resolve_gguf("~/models/local.gguf", lambda p: None) == "~/models/local.gguf"
+
+
+@needs_llama
+async def test_qwen2_agrees_with_the_mlx_engine(tmp_path: Path) -> None:
+    """A second architecture (q/k/v biases, no RoPE row permutation), from bfloat16 weights."""
+    from tinymodels import build_family
+
+    from engine.gguf import GgufEngine
+    from engine.gguf.convert import convert_folder
+
+    folder = build_family(tmp_path / "qwen2", "qwen2", seed=4)
+    file = convert_folder(folder, tmp_path / "qwen2-f32.gguf")
+    results = []
+    for engine, spec in ((Engine(), folder), (GgufEngine(), file)):
+        try:
+            await engine.load(str(spec))
+            results.append(await run(engine, CHAT))
+        finally:
+            await engine.close()
+    (theirs, mlx_done), (ours, done) = results
+    assert len(done.token_ids) >= 5 and done.token_ids == mlx_done.token_ids
+    assert max(abs(a.logprob - b.logprob) for a, b in zip(ours, theirs)) < 1e-3

@@ -104,11 +104,12 @@ def _llama_cpp(path: Path, threads: int, prompt_ids: list[int], tokens: int) -> 
 
 async def gguf_section(section: Section, shapes: tuple[str, ...], scratch: Path, rounds: int, tokens: int,
                        prompt_words: int, threads: int) -> None:
-    """Rows and ratios for every Llama shape in `shapes` and every file type."""
+    """Rows and ratios for every Llama or Qwen2 shape in `shapes` (its 4-bit or bf16 suffix ignored:
+    the GGUF files are made from float32) and every file type."""
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("gguf") is None:
         section.skipped = 'needs the [gguf] extra: pip install "logitscope[gguf]"'
         return
-    for shape in dict.fromkeys(s.split("-")[0] for s in shapes if s.split("-")[0] in ("2m", "30m")):
+    for shape in dict.fromkeys(s.split("-")[0] for s in shapes if s.split("-")[0] in ("2m", "30m", "qwen0.5b")):
         files = gguf_files(shape, scratch)
         for kind in ("Q4_0", "Q8_0", "F16"):
             await _compare(section, f"{shape} {kind}", files[kind], threads, rounds, tokens, prompt_words)

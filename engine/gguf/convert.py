@@ -1,4 +1,4 @@
-"""Write a Llama-family model folder (config.json, safetensors, tokenizer.json) as one GGUF file.
+"""Write a Llama or Qwen2 model folder (config.json, safetensors, tokenizer.json) as one GGUF file.
 
 Why here: the tests and ``logitscope bench`` need GGUF files of models they build themselves
 (random weights, offline), and the same model as MLX safetensors and as GGUF is how the two
@@ -8,7 +8,7 @@ Hugging Face rotate-half order to llama.cpp's interleaved RoPE order, the tokeni
 a byte-level BPE (``gpt2``) vocabulary with its merges and the chat template. Quantized types are
 made from the F32 file by llama.cpp's own quantizer (`quantize`, needs the ``[gguf]`` extra).
 
-Needs numpy, safetensors and the ``gguf`` package (the ``[gguf]`` extra); no MLX, no llama.cpp.
+Needs the ``gguf`` package (the ``[gguf]`` extra) and MLX (to read bfloat16 safetensors); no llama.cpp.
 """
 
 from __future__ import annotations
@@ -25,12 +25,16 @@ _NAMES = {  # Hugging Face name (after ``model.``) -> GGUF name, per layer
     "self_attn.q_proj.weight": "attn_q.weight",
     "self_attn.k_proj.weight": "attn_k.weight",
     "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",  # qwen2
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
     "self_attn.o_proj.weight": "attn_output.weight",
     "post_attention_layernorm.weight": "ffn_norm.weight",
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
 }
+ARCHITECTURES = ("llama", "qwen2")  # qwen2: rotate-half RoPE in llama.cpp too (no row permutation), q/k/v biases
 _TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
         "lm_head.weight": "output.weight"}
 
@@ -46,9 +50,9 @@ def convert_folder(folder: Path, out: Path, out_type: OutType = "f32") -> Path:
     import gguf
 
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    if config.get("model_type") != "llama":
-        raise ValueError(f"only Llama-family folders convert here, not {config.get('model_type')!r}")
-    writer = gguf.GGUFWriter(str(out), "llama")
+    if config.get("model_type") not in ARCHITECTURES:
+        raise ValueError(f"only {' and '.join(ARCHITECTURES)} folders convert here, not {config.get('model_type')!r}")
+    writer = gguf.GGUFWriter(str(out), config["model_type"])
     _write_config(writer, config, out_type)
     _write_tokenizer(writer, folder, config)
     for name, array in _gguf_tensors(folder, config):
@@ -130,12 +134,9 @@ def _write_special_ids(writer: Any, folder: Path, config: dict[str, Any], vocab:
 
 
 def _gguf_tensors(folder: Path, config: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
-    """Every weight under its GGUF name, query and key rows permuted for llama.cpp's RoPE."""
-    from safetensors.numpy import load_file
-
-    weights: dict[str, np.ndarray] = {}
-    for file in sorted(folder.glob("*.safetensors")):
-        weights.update({k: v.astype(np.float32) for k, v in load_file(str(file)).items()})
+    """Every weight under its GGUF name; a Llama's query and key rows permuted for llama.cpp's RoPE."""
+    weights = _float32_weights(folder)
+    permute = config["model_type"] == "llama"
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads", heads)
     out: list[tuple[str, np.ndarray]] = []
@@ -144,9 +145,22 @@ def _gguf_tensors(folder: Path, config: dict[str, Any]) -> list[tuple[str, np.nd
             out.append((_TOP[name], array))
             continue
         layer, rest = name.removeprefix("model.layers.").split(".", 1)
-        if rest.endswith("q_proj.weight"):
+        if permute and rest.endswith("q_proj.weight"):
             array = permute_rows(array, heads)
-        elif rest.endswith("k_proj.weight"):
+        elif permute and rest.endswith("k_proj.weight"):
             array = permute_rows(array, kv_heads)
         out.append((f"blk.{layer}.{_NAMES[rest]}", array))
     return out
+
+
+def _float32_weights(folder: Path) -> dict[str, np.ndarray]:
+    """Every tensor of the folder's safetensors files in float32 (bfloat16 ones too, which numpy's
+    safetensors reader cannot open: MLX reads those)."""
+    import mlx.core as mx
+
+    weights: dict[str, np.ndarray] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        loaded = mx.load(str(file))
+        assert isinstance(loaded, dict)
+        weights.update({k: np.array(v.astype(mx.float32)) for k, v in loaded.items()})
+    return weights
