@@ -6,10 +6,12 @@ The numbers come first: a key list says how to reach a number, not what "sampled
 
 from __future__ import annotations
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
@@ -18,11 +20,11 @@ from tui.bindings import key_table
 # Two lines each, in the words of engine/api.py's definitions.
 NUMBERS = (
     ("p raw", "the model's own probability of the token, before temperature",
-     "and filters. The heatmap (F3) and bars show it; u: % or log p."),
+     "and filters. Heatmap (F3) and bars show it; u: % or log p."),
     ("sampled", "its probability where it was drawn from: after temperature,",
      "top-k, top-p and min-p. — : a filter removed it."),
     ("rank", "its place among all tokens by p raw: 1 = the favourite.",
-     "Above 1: sampling picked a less likely token than the top one."),
+     "Above 1: sampling picked a less likely token than the top."),
     ("entropy", "how spread p raw is, in nats: 0 = sure, 0.69 = a coin flip,",
      "2.3 = ten equal choices. F3 twice colours tokens by it."),
 )
@@ -38,6 +40,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen { align: center middle; }
     HelpScreen > Vertical { width: 95%; height: 90%; border: thick $primary; background: $surface; }
     HelpScreen DataTable { height: 1fr; }
+    HelpScreen #numbers-box { height: auto; max-height: 60%; scrollbar-size-vertical: 1; }
     HelpScreen #numbers { height: auto; padding: 0 1 1 1; }
     """
     BINDINGS = [Binding("escape,f1,q", "app.pop_screen", "Close", id="help.close", tooltip="Close help")]
@@ -48,7 +51,8 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(numbers_text(), id="numbers")
+            with VerticalScroll(id="numbers-box"):  # a small terminal scrolls it, the keys stay
+                yield Static(numbers_text(), id="numbers")
             yield Label(" Keys — rebind any of them by id in \\[keys] of config.toml. Esc closes.")
             yield DataTable(zebra_stripes=True, cursor_type="row")
 
@@ -60,12 +64,11 @@ class HelpScreen(ModalScreen[None]):
         table.focus()
 
 
-def numbers_text() -> Text:
-    """The numbers, each name bold and its two lines beside it."""
-    width = max(len(name) for name, _l1, _l2 in NUMBERS)
-    text = Text("What the numbers mean", style="bold")
+def numbers_text() -> Group:
+    """The numbers, each name bold in a column of its own and its text wrapping beside it."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(justify="right", style="bold", no_wrap=True)
+    table.add_column(ratio=1)
     for name, first, second in NUMBERS:
-        text.append(f"\n{name:>{width}}  ", style="bold")
-        text.append(first)
-        text.append(f"\n{'':>{width}}  {second}")
-    return text
+        table.add_row(name, f"{first}\n{second}")
+    return Group(Text("What the numbers mean", style="bold"), table)
