@@ -39,6 +39,7 @@ from engine.api import (
 )
 from engine.settings import Config, load_config, printable, printable_json
 from engine.cli.params import add_param_flags, params_from_args
+from engine.cli.previews import PreviewSpec, parse_preview, run_turn_with_previews
 
 EngineFactory = Callable[[], EngineAPI]
 EXIT_USAGE = 2
@@ -80,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="one user turn; repeat for more turns; - reads it from stdin")
     add_param_flags(run)
     run.add_argument("--json", action="store_true", help="print one JSON object per token and per turn")
+    run.add_argument("--preview", type=parse_preview, metavar="K:N",
+                     help="with --json: each token's line lists where its top K candidates lead, N tokens each "
+                     "(the [preview] settings: greedy, or the turn's parameters with a fixed seed)")
     run.add_argument("--trust-remote-code", action="store_true", help="allow Python code shipped with the model")
     run.add_argument("--config", help="a config file to use instead of ~/.config/logitscope/config.toml")
     run.add_argument("--no-config", action="store_true",
@@ -101,6 +105,7 @@ class RunPlan:
     params: SamplingParams
     json: bool
     config: Config
+    preview: PreviewSpec | None = None
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -117,6 +122,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if args.server is not None or args.tokenizer is not None:
         config = replace(config, engine=replace(config.engine, server=args.server or config.engine.server,
                                                 tokenizer=args.tokenizer or config.engine.tokenizer))
+    if args.preview is not None and not args.json:
+        raise UsageError("--preview needs --json: the previews are part of each token's JSON line")
     prompts = _with_stdin(args.prompt)
     if any(not p.strip() for p in prompts):
         raise UsageError("--prompt must not be empty")
@@ -131,6 +138,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         params=params_from_args(args, config.sampling),
         json=args.json,
         config=config,
+        preview=args.preview,
     )
 
 
@@ -228,11 +236,13 @@ class Printer:
         self.out.write(("\n" if turn > 1 else "") + "".join(f">>> {line}\n" for line in lines))
         self.out.flush()
 
-    def token(self, turn: int, event: TokenEvent) -> None:
-        """One token: its completed text, or its --json line. The text is the model's: a terminal
-        escape in it (OSC 52 writes the clipboard) is printed made visible, never obeyed."""
+    def token(self, turn: int, event: TokenEvent, previews: list[dict[str, Any]] | None = None) -> None:
+        """One token: its completed text, or its --json line (with `previews`, `--preview`'s list).
+        The text is the model's: a terminal escape in it (OSC 52 writes the clipboard) is printed
+        made visible, never obeyed."""
         if self.as_json:
-            self.out.write(printable_json(json.dumps(token_record(turn, event), ensure_ascii=False)) + "\n")
+            record = token_record(turn, event) | ({"previews": previews} if previews is not None else {})
+            self.out.write(printable_json(json.dumps(record, ensure_ascii=False)) + "\n")
         else:
             self.out.write(printable(event.text))
         self.out.flush()
@@ -310,7 +320,10 @@ async def run_conversation(
             printer.started(turn, prompt)
             in_turn = True
             request = GenerateRequest(tuple(messages), with_seed(plan.params))
-            done = await _run_turn(engine, request, turn, printer)
+            if plan.preview is None:
+                done = await _run_turn(engine, request, turn, printer)
+            else:
+                done = await run_turn_with_previews(engine, request, turn, printer, plan.preview, plan.config.preview)
             in_turn = False
             messages.append(Message("assistant", done.text, done.token_ids))
     finally:

@@ -106,6 +106,28 @@ class ChatConfig:
     context_strategy: str = "drop_oldest"
 
 
+PREVIEW_SAMPLING = ("greedy", "current")
+
+
+@dataclass(frozen=True)
+class PreviewConfig:
+    """[preview]: what-if previews, the next tokens each top candidate would lead to (`run --preview`
+    and the candidates panel)."""
+
+    candidates: int = 3  # how many of the top candidates get a preview; 0 = no previews
+    tokens: int = 12  # how long each preview is
+    sampling: str = "greedy"  # "greedy", or "current": the current sampling parameters with `seed`
+    seed: int = 0  # the fixed seed of "current" previews (so a preview is what its branch writes)
+    delay_ms: int = 300  # how long the token cursor rests before previews are computed
+
+    def params(self, current: SamplingParams) -> SamplingParams:
+        """What previews sample with: `current` at temperature 0 ("greedy": the model's favourite
+        at each step, penalties kept) or as is ("current", drawn with `seed`); no candidates, a
+        preview shows only its tokens."""
+        greedy = {"temperature": 0.0} if self.sampling == "greedy" else {}
+        return current.with_changes(candidates=0, seed=self.seed, max_tokens=self.tokens, **greedy)
+
+
 Preset = dict[str, "int | float | None"]
 
 
@@ -122,6 +144,7 @@ class Config:
     keys: dict[str, str] = field(default_factory=dict)
     chat: ChatConfig = field(default_factory=ChatConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    preview: PreviewConfig = field(default_factory=PreviewConfig)
 
 
 @dataclass(frozen=True)
@@ -213,6 +236,13 @@ _EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
     },
     "chat": {"context_strategy": _check_choice(CONTEXT_STRATEGIES)},
     "engine": {"timeout_s": _check_range(1.0, 3600.0)},
+    "preview": {
+        "candidates": _check_range(0, 16),
+        "tokens": _check_range(1, 256),
+        "sampling": _check_choice(PREVIEW_SAMPLING),
+        "seed": _check_range(0, 2**63 - 1),
+        "delay_ms": _check_range(0, 10_000),
+    },
 }
 
 
@@ -341,7 +371,7 @@ def _merge_file(merge: _Merge, config: Config, data: Mapping[str, Any]) -> Confi
             merge.problem((section,), None, "unknown section")
         elif not isinstance(raw, dict):
             merge.problem((section,), None, f"must be a table, got {raw!r}")
-        elif section in ("model", "ui", "chat", "engine"):
+        elif section in ("model", "ui", "chat", "engine", "preview"):
             parts[section] = _merge_dataclass(merge, section, parts[section], raw)
         elif section == "sampling":
             parts[section] = parts[section].with_changes(**_merge_sampling_table(merge, ("sampling",), raw))
