@@ -249,3 +249,29 @@ async def test_qwen2_agrees_with_the_mlx_engine(tmp_path: Path) -> None:
     (theirs, mlx_done), (ours, done) = results
     assert len(done.token_ids) >= 5 and done.token_ids == mlx_done.token_ids
     assert max(abs(a.logprob - b.logprob) for a, b in zip(ours, theirs)) < 1e-3
+
+
+@needs_llama
+async def test_one_engine_switches_between_mlx_and_gguf(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """The picker may name either kind: one GgufEngine loads both, on one thread; a bad file keeps the model."""
+    from engine.gguf import GgufEngine
+
+    engine = GgufEngine()
+    try:
+        first = await engine.load(str(pair[0]))
+        _, mlx_turn = await run(engine, CHAT)
+        info = await engine.load(str(pair[1]))
+        assert info.dtype == "gguf F32" and first.dtype != info.dtype
+        _, gguf_turn = await run(engine, CHAT)
+        assert gguf_turn.token_ids == mlx_turn.token_ids
+        bad = tmp_path / "bad.gguf"
+        bad.write_bytes(b"GGUF" + b"\0" * 64)
+        with pytest.raises(ModelLoadError):
+            await engine.load(str(bad))
+        _, still = await run(engine, CHAT)  # the GGUF model is still loaded, its cache intact
+        assert still.token_ids == gguf_turn.token_ids and still.reused_tokens > 0
+        await engine.load(str(pair[0]))
+        _, back = await run(engine, CHAT)
+        assert back.token_ids == mlx_turn.token_ids
+    finally:
+        await engine.close()

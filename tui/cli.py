@@ -90,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     elif is_gguf_spec(args.model or loaded.config.model.default):
         m = loaded.config.model
-        engine = GgufEngine(max_context=m.max_context, fast_blas=m.fast_blas)
+        engine = GgufEngine(max_context=m.max_context, fast_blas=m.fast_blas, compute_dtype=m.compute_dtype,
+                            fast_layers=m.fast_layers)  # takes MLX models too (the model picker)
     else:
         from engine.client import Engine
 

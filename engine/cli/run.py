@@ -174,7 +174,8 @@ def _real_engine(config: Config, spec: str = "") -> EngineAPI:
 
     model = config.model
     if is_gguf_spec(spec):
-        return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas)
+        return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas,
+                          compute_dtype=model.compute_dtype, fast_layers=model.fast_layers)
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
                   fast_layers=model.fast_layers)
 

@@ -26,11 +26,14 @@ def default_threads() -> int:
 
 
 class GgufEngine(Engine):
-    """Local inference on a GGUF file through llama.cpp, with the MLX engine's exact contract."""
+    """Local inference on a GGUF file through llama.cpp, with the MLX engine's exact contract;
+    any other spec loads an MLX model exactly as `Engine` does (one engine thread for both)."""
 
-    def __init__(self, max_context: int = 0, *, threads: int = 0, fast_blas: bool = True) -> None:
-        """`threads`: llama.cpp's threads (0 = `default_threads`); the rest as `Engine`'s."""
-        super().__init__(max_context, fast_blas=fast_blas, fast_layers=False)
+    def __init__(self, max_context: int = 0, *, threads: int = 0, fast_blas: bool = True, compute_dtype: str = "auto",
+                 fast_layers: bool = True) -> None:
+        """`threads`: llama.cpp's threads (0 = `default_threads`); the rest as `Engine`'s, for the
+        MLX models this engine loads as well (every spec that is not a ``.gguf`` file)."""
+        super().__init__(max_context, fast_blas=fast_blas, compute_dtype=compute_dtype, fast_layers=fast_layers)
         self.threads = threads or default_threads()
 
     def _ensure_worker(self) -> EngineWorker:

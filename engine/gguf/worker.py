@@ -1,4 +1,6 @@
-"""The engine thread for GGUF models: `engine.worker.EngineWorker` with a llama.cpp loader.
+"""The engine thread for GGUF models too: `engine.worker.EngineWorker` with a llama.cpp loader
+for ``.gguf`` specs (every other spec loads as before, with MLX), so one engine, on one thread,
+takes whatever the model picker or ``--model`` names.
 
 Everything else (the command queue, turns, warm-up, counting, cancel, teardown) is the MLX
 engine's own, so the contract holds exactly as it does there. Only loading differs: no MLX
@@ -30,6 +32,13 @@ class GgufWorker(EngineWorker):
 
     def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
         """Replace the loaded model once the new one is in; a failed load keeps the old one."""
+        from engine.gguf.load import is_gguf_spec
+
+        if not is_gguf_spec(command.spec):
+            session = super()._load(command, old)
+            if session is not old and old is not None:
+                _close_model(old)
+            return session
         try:
             return self._swap(command, old)
         except EngineError as exc:
@@ -59,10 +68,17 @@ class GgufWorker(EngineWorker):
                           sampler_exp=speed.sampler_exp)
         if old is not None:
             old.close()
-            old.model.close()
+            _close_model(old)
         command.on_progress(LoadProgress(f"loaded {name}", 1.0))
         command.sink(_model_info(loaded, self._threads))
         return session
+
+
+def _close_model(session: Session) -> None:
+    """Free a llama.cpp model now (an MLX one is freed by the garbage collector)."""
+    close = getattr(session.model, "close", None)
+    if callable(close) and type(session.model).__name__ == "LlamaModel":
+        close()
 
 
 def _model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
