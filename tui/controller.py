@@ -218,6 +218,9 @@ class ChatController:
         except EngineError as exc:
             self._post(msg.SendRefused(text, str(exc)))
             return
+        except Exception as exc:  # noqa: BLE001 - any engine's bug: the message goes back, one line
+            self._post(msg.SendRefused(text, f"The engine could not count this message: {type(exc).__name__}: {exc}"))
+            return
         if fitted.refusal is not None or self._stop_asked:
             self._post(msg.SendRefused(text, fitted.refusal or "Stopped before the reply began."))
             return

@@ -371,3 +371,18 @@ async def test_dropping_keeps_the_start_of_the_prompt_while_it_fits() -> None:
         chat.append(Message("assistant", _words(3)))
     assert history == sorted(history) and history[-1] > 0
     assert len(set(history)) < len(history) - 4  # most turns left out the same as the one before
+
+
+async def test_an_engine_that_fails_to_count_gives_the_message_back(make_app: Any) -> None:
+    engine = ScriptedEngine()
+
+    async def broken(messages: Any) -> int:
+        raise RuntimeError("tokenizer exploded")
+
+    engine.count_tokens = broken  # type: ignore[method-assign]
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await _type_and_send(app, pilot, "keep me")
+        assert app.screen.query_one(ChatInput).text == "keep me" and app.controller.conversation.root is None
+        assert any("could not count this message: RuntimeError: tokenizer exploded" in n for n in _notes(app))
