@@ -284,6 +284,9 @@ class ChatController:
         except EngineError as exc:
             version.finish_reason = "error"
             self._post(msg.GenerationFailed(node, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - an engine's bug ends the turn, never the chat
+            version.finish_reason = "error"
+            self._post(msg.GenerationFailed(node, f"The engine failed: {type(exc).__name__}: {exc}"))
         finally:
             if version.finish_reason is None:  # cancelled by quitting: saved as what it is
                 version.finish_reason = "cancelled"

@@ -386,3 +386,21 @@ async def test_an_engine_that_fails_to_count_gives_the_message_back(make_app: An
         await _type_and_send(app, pilot, "keep me")
         assert app.screen.query_one(ChatInput).text == "keep me" and app.controller.conversation.root is None
         assert any("could not count this message: RuntimeError: tokenizer exploded" in n for n in _notes(app))
+
+
+async def test_an_engine_bug_mid_reply_is_one_line_and_the_chat_goes_on(make_app: Any) -> None:
+    from engine.api import GenerateRequest
+
+    class Buggy(ScriptedEngine):
+        async def _generate(self, request: GenerateRequest) -> Any:  # type: ignore[override]
+            async for event in super()._generate(request):
+                yield event
+                raise KeyError("oops")
+
+    engine = Buggy()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        assert any(n == "The engine failed: KeyError: 'oops'" for n in _notes(app))
+        assert app.screen.query_one(StatusBar).state == "error" and not app.controller.busy
+        assert app.controller.conversation.path()[-1].version.finish_reason == "error"
