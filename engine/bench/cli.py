@@ -17,7 +17,7 @@ from typing import Sequence
 
 from engine.cpu.blas import enable_fast_blas
 
-SECTIONS = ("decode", "ttft", "branch", "rewind", "sampler", "blas-dtype", "tui", "gguf")
+SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "memory")
 
 
 @dataclass(frozen=True)

@@ -41,16 +41,18 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         ("decode", "Decode speed: Engine (10 candidates/token) vs plain mlx-lm, temp 0.7 top-p 0.9"),
         ("ttft", f"Time to first token with {plan.history_tokens:,} tokens of history"),
         ("branch", "Branching: continue from an alternative mid-reply"),
+        ("preview", "What-if previews: 3 candidates x 12 tokens in one batch vs the continuations they stand for"),
         ("rewind", "Regenerate on caches that cannot be trimmed (SSM, hybrid): rebuild vs snapshot"),
         ("sampler", "Sampler cost per token"),
         ("blas-dtype", "Fast BLAS and compute dtype (plain mlx-lm, a fresh process per configuration)"),
         ("tui", "TUI: stream throughput, key latency, start-up"),
         ("gguf", "GGUF through llama.cpp: ours (10 candidates) vs llama.cpp's own greedy loop, same file and threads"),
+        ("memory", "4-bit MLX models on the CPU: decode speed, weights read per token, resident memory vs float32"),
     ) if name in plan.sections}
     targets = [(name, None) for name in plan.shapes] + ([(model, model)] if model else [])
     dtype = "n/a"
     for name, spec in targets:
-        if not {"decode", "ttft", "branch"} & sections.keys():
+        if not {"decode", "ttft", "branch", "preview"} & sections.keys():
             break
         progress(f"bench: preparing {name}")
         contenders = await open_contenders(spec or _folder_for(name, scratch, plan.weights_dtype))
@@ -82,6 +84,11 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         progress("bench: GGUF (llama.cpp)")
         await gguf_section(sections["gguf"], plan.shapes, scratch, plan.rounds, plan.decode_tokens,
                            plan.process_prompt, default_threads())
+    if "memory" in sections:
+        from engine.bench.memory_section import memory_section
+
+        progress("bench: 4-bit memory (subprocesses)")
+        memory_section(sections["memory"], plan.shapes, plan.process_prompt, plan.decode_tokens, plan.rounds)
     header = {**describe(blas, dtype), "native kernels": native.process_status(), "bench model weights": plan.weights_dtype,
               "rounds": plan.rounds}
     return Report(header, list(sections.values()))
@@ -101,3 +108,8 @@ async def _engine_sections(sections: dict[str, Section], plan: "Plan", name: str
         progress(f"bench: branching {name}")
         await branch_section(sections["branch"], name, contenders, plan.history_tokens, plan.reply_tokens,
                              plan.rounds)
+    if "preview" in sections and (last or len(plan.shapes) > 2):
+        from engine.bench.preview_section import preview_section
+
+        progress(f"bench: previews {name}")
+        await preview_section(sections["preview"], name, contenders, plan.history_tokens, plan.rounds)
