@@ -97,6 +97,9 @@ class ChatController:
         except EngineError as exc:
             self._post(msg.ModelLoadFailed(str(exc)))
             return False
+        except Exception as exc:  # noqa: BLE001 - an engine's bug fails the load, never the app
+            self._post(msg.ModelLoadFailed(f"Could not load {spec}: {type(exc).__name__}: {exc}"))
+            return False
         self._post(msg.ModelLoaded(info))
         asyncio.get_running_loop().call_soon(self.prepare)  # once `loading` is over: a kept system prompt
         return True

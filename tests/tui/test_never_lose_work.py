@@ -404,3 +404,23 @@ async def test_an_engine_bug_mid_reply_is_one_line_and_the_chat_goes_on(make_app
         assert any(n == "The engine failed: KeyError: 'oops'" for n in _notes(app))
         assert app.screen.query_one(StatusBar).state == "error" and not app.controller.busy
         assert app.controller.conversation.path()[-1].version.finish_reason == "error"
+
+
+async def test_an_engine_bug_in_a_load_is_one_line_and_keeps_the_chat(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        real_load = engine.load
+
+        async def broken(model: str, **kwargs: Any) -> Any:
+            raise ValueError("bad config.json")
+
+        engine.load = broken  # type: ignore[method-assign]
+        app.switch_model("other")
+        await wait_until(pilot, lambda: any("bad config.json" in n for n in _notes(app)))
+        await pilot.pause()
+        assert app.is_running and _texts(app)[0] == "hi"
+        engine.load = real_load  # type: ignore[method-assign]
+        await send(app, pilot, "still here")
+        assert len(_texts(app)) == 4
