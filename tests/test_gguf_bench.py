@@ -64,3 +64,25 @@ def test_a_tokenizer_rebuilt_wrongly_is_refused(tmp_path: Path, monkeypatch: pyt
     with pytest.raises(ModelLoadError) as caught:
         load_gguf(str(good), 0, 1)
     assert "could not be rebuilt exactly" in str(caught.value)
+
+
+def test_weights_read_per_token_count_the_head_and_every_linear_once() -> None:
+    """engine.bench.memory_worker.decode_bytes on a 4-bit model without kept copies: every packed
+    linear with its scales and biases, plus the tied embedding as the head; float32 counts 4 bytes."""
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+
+    from engine.bench.memory_worker import decode_bytes
+    from engine.bench.shapes import build_model, shape_named
+
+    model = build_model(shape_named("2m-4bit"))
+    everything = sum(int(a.nbytes) for _, a in tree_flatten(model.parameters()))
+    norms = sum(int(m.weight.nbytes) for _, m in model.named_modules() if isinstance(m, nn.RMSNorm))
+    assert decode_bytes(model) == everything - norms
+    dense = build_model(shape_named("2m-full"))
+    dense.set_dtype(mx.float32)
+    vocab, hidden = 4096, 128
+    assert decode_bytes(dense) == sum(int(a.nbytes) for _, a in tree_flatten(dense.parameters())) - sum(
+        int(m.weight.nbytes) for _, m in dense.named_modules() if isinstance(m, nn.RMSNorm))
+    assert decode_bytes(dense) >= vocab * hidden * 4

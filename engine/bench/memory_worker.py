@@ -1,0 +1,92 @@
+"""One model's decode speed, weight bytes read per decoded token and resident memory, measured in
+a fresh process: ``python -m engine.bench.memory_worker '<json>'`` (keys: shape, prompt, decode).
+
+Why a process of its own: peak resident memory (``ru_maxrss``) is per process and never goes
+down, so each model needs a clean one. The engine is logitscope's own (every CPU fast path as the
+app applies it, including the float32 copies of big 4-bit layers kept for decoding).
+
+"Bytes read per decoded token" counts the weights one decode step reads: every linear layer (its
+kept float32 copy where decoding uses one, else its packed 4-bit words with their scales and
+biases), and the output head (a tied embedding counts as the head; a lookup reads one row only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from engine.cpu.blas import enable_fast_blas
+
+
+def decode_bytes(model: Any) -> int:
+    """Weight bytes one decode step reads (see the module docstring)."""
+    import mlx.nn as nn
+
+    tied = bool(getattr(getattr(model, "args", None), "tie_word_embeddings", False))
+    total = 0
+    for _, layer in model.named_modules():
+        if isinstance(layer, (nn.QuantizedEmbedding, nn.Embedding)):
+            total += _head_bytes(layer) if tied else 0
+        elif isinstance(layer, (nn.QuantizedLinear, nn.Linear)):
+            kept = getattr(layer, "kept_for_decode", lambda: None)()
+            total += int(kept.nbytes) if kept is not None else _own_bytes(layer)
+    return total
+
+
+def _head_bytes(layer: Any) -> int:
+    """A tied embedding used as the output head: its kept float32 copy if it has one, else itself."""
+    dense = getattr(layer, "_dense", None)
+    return int(dense.nbytes) if dense is not None else _own_bytes(layer)
+
+
+def _own_bytes(layer: Any) -> int:
+    """The layer's own parameters (weight, and scales, biases, bias where it has them)."""
+    return sum(int(layer[name].nbytes) for name in ("weight", "scales", "biases", "bias") if name in layer)
+
+
+async def _measure(config: dict[str, Any]) -> dict[str, Any]:
+    from engine.api import GenerateRequest, Message
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
+    from engine.bench.turns import engine_turn, params
+    from engine.bench.worker import _text_of_tokens
+    from engine.client import Engine
+
+    shape = shape_named(config["shape"])
+    with tempfile.TemporaryDirectory() as folder:
+        write_model_folder(Path(folder), shape, build_model(shape))
+        engine = Engine()
+        try:
+            info = await engine.load(folder)
+            size = int(config.get("prompt", 128))
+            await engine_turn(engine, GenerateRequest((Message("user", _text_of_tokens(folder, size, 0)),), params(8, 0)))
+            turn = await engine_turn(engine, GenerateRequest((Message("user", _text_of_tokens(folder, size, 1)),),
+                                                             params(int(config.get("decode", 64)), 1)))
+            session = engine._worker._session if engine._worker is not None else None  # noqa: SLF001 - a probe
+            read = decode_bytes(session.model) if session is not None else 0
+        finally:
+            await engine.close()
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"decode_tps": turn.decode_tps, "decode_bytes": read, "peak_rss_bytes": peak_kib * 1024,
+            "dtype": info.dtype, "config": config}
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    """Load the fast BLAS first (as the app does), then measure."""
+    enable_fast_blas()
+    return asyncio.run(_measure(config))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    print(json.dumps(run(json.loads(args[0]))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
