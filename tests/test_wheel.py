@@ -41,7 +41,7 @@ def test_wheel_contains_the_data_files(wheel: Path) -> None:
     demo = {f"engine/models/demo_model/{f.name}" for f in (REPO / "engine" / "models" / "demo_model").iterdir() if f.is_file()}
     assert {"engine/models/demo_model/model.safetensors", "engine/models/demo_model/config.json"} <= demo <= names
     assert {"engine/settings/config.py", "engine/settings/files.py", "tui/themes.py", "tui/keymap.py"} <= names
-    assert {"engine/cpu/gemv_forward.c", "engine/cpu/native.c"} <= names  # compiled on first use (engine.cpu.cbuild)
+    assert {"engine/cpu/gemv_forward.c", "engine/cpu/native.c", "engine/cpu/cblas_alias.c"} <= names  # compiled on first use (engine.cpu.cbuild)
     themes = {n for n in names if n.startswith("themes/") and n.endswith(".toml")}
     shipped = {f"themes/{p.name}" for p in (REPO / "themes").glob("*.toml")}
     assert themes == shipped and len(themes) >= 4
