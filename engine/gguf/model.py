@@ -116,8 +116,14 @@ class LlamaModel:
             raise EngineError(f"llama.cpp could not cut its cache back to {position} positions")
 
     def __call__(self, ids: mx.array, cache: list[LlamaCache]) -> mx.array:
-        """Feed (1, L) ids; the logits after the last one, shape (1, 1, vocab), as float32."""
-        tokens = [int(i) for i in np.asarray(ids).reshape(-1)]
+        """Feed (1, L) ids; the logits after the last one, shape (1, 1, vocab), as float32.
+
+        One row only: llama.cpp's memory here is the chat's one sequence (a batch of rows would
+        be fed as one long row, silently wrong)."""
+        rows = np.asarray(ids)
+        if rows.ndim != 2 or rows.shape[0] != 1:
+            raise EngineError(f"the GGUF engine feeds one sequence at a time, not ids of shape {rows.shape}")
+        tokens = [int(i) for i in rows[0]]
         for start in range(0, len(tokens), self.batch):
             part = tokens[start:start + self.batch]
             self.decode(part)

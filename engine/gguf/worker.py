@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from engine.api import EngineError, ModelInfo, ModelLoadError
 from engine.models import one_line
 from engine.watchdog import Watchdog, bound_template
-from engine.worker import EngineOptions, EngineWorker, LoadCommand, _clipped
+from engine.worker import EngineOptions, EngineWorker, LoadCommand, PreviewCommand, _clipped
 
 if TYPE_CHECKING:
     from engine.gguf.load import LoadedGguf
@@ -47,6 +47,14 @@ class GgufWorker(EngineWorker):
             command.sink(ModelLoadError(f"Could not load {_clipped(command.spec)}: {one_line(exc)}"))
         return old
 
+    def _preview(self, command: PreviewCommand, session: Session | None) -> None:
+        """What-if previews need a batch cache copied from the session's; llama.cpp's memory is
+        one sequence shared with the chat here, so a GGUF model refuses them (and keeps its cache)."""
+        if session is not None and _is_llama(session):
+            command.sink(EngineError("What-if previews are not available for GGUF models yet."))
+            return
+        super()._preview(command, session)
+
     def _swap(self, command: LoadCommand, old: Session | None) -> Session:
         """Load `command.spec`, build its session, then free `old` and its llama.cpp model."""
         import mlx.core as mx
@@ -74,11 +82,17 @@ class GgufWorker(EngineWorker):
         return session
 
 
+def _is_llama(session: Session) -> bool:
+    """Whether the session's model is llama.cpp's (not MLX's)."""
+    from engine.gguf.model import LlamaModel
+
+    return isinstance(session.model, LlamaModel)
+
+
 def _close_model(session: Session) -> None:
     """Free a llama.cpp model now (an MLX one is freed by the garbage collector)."""
-    close = getattr(session.model, "close", None)
-    if callable(close) and type(session.model).__name__ == "LlamaModel":
-        close()
+    if _is_llama(session):
+        session.model.close()
 
 
 def _model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
