@@ -128,7 +128,7 @@ class LlamaModel:
             part = tokens[start:start + self.batch]
             self.decode(part)
             cache[0].offset += len(part)
-        return mx.array(self.last_logits())[None, None]
+        return mx.array(self._logits_view())[None, None]  # mx.array copies the view once
 
     def decode(self, tokens: list[int]) -> None:
         """Run llama.cpp on `tokens` after what its memory holds (logits for the last one only)."""
@@ -139,8 +139,14 @@ class LlamaModel:
 
     def last_logits(self) -> np.ndarray:
         """A copy of the last decoded position's logits (llama.cpp reuses its buffer)."""
+        return self._logits_view().copy()
+
+    def _logits_view(self) -> np.ndarray:
+        """llama.cpp's own buffer of the last position's logits: valid until the next decode."""
         pointer = self._lib.llama_get_logits_ith(self._ctx, -1)
-        return np.ctypeslib.as_array(pointer, shape=(self.args.vocab_size,)).copy()
+        if not pointer:
+            raise EngineError("llama.cpp returned no logits for the last position")
+        return np.ctypeslib.as_array(pointer, shape=(self.args.vocab_size,))
 
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenization of `text` (special tokens parsed, none added)."""
