@@ -166,8 +166,9 @@ class ChatController:
     def last_user(self) -> Node | None:
         return next((n for n in reversed(self.conversation.path()) if n.role == "user"), None)
 
-    def branch(self, node: Node, index: int, position: int) -> str | None:
-        """Continue `node`'s reply from candidate `position` of token `index` (a new sibling).
+    def branch(self, node: Node, index: int, position: int, after: Sequence[TokenEvent] = ()) -> str | None:
+        """Continue `node`'s reply from candidate `position` of token `index` (a new sibling);
+        `after`: the tokens a finished preview showed after that candidate, which it starts with.
 
         Returns None once the branch streams, else why it cannot start (one line for the user).
         """
@@ -185,7 +186,7 @@ class ChatController:
         cand = token.candidates[position]
         chosen = TokenEvent(index, cand.id, cand.text, cand.text, cand.logprob, cand.sampled_prob,
                             position + 1, token.entropy, token.candidates)
-        tokens = [*sampled[:index], chosen]
+        tokens = [*sampled[:index], chosen, *after]
         version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder)
         node.add_version(version)
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens))

@@ -21,7 +21,9 @@ from tui.bindings import bindings_for
 from tui.controller import ChatController, Post
 from tui.model.conversation import Node
 from tui.model.params import PANEL_PARAMS, apply_preset, parse_param, step_param
+from tui.previews import Previews
 from tui.screens.chat_actions import ConversationActions
+from tui.screens.chat_previews import PreviewActions
 from tui.screens.dialogs import TextDialog, ValueDialog
 from tui.screens.layout import LAYOUT_CSS, fit, toggle
 from tui.widgets.candidates import CandidatesPanel
@@ -29,6 +31,7 @@ from tui.widgets.chat_input import ChatInput
 from tui.widgets.heat_legend import HeatLegend
 from tui.widgets.key_bar import KeyBar
 from tui.widgets.params_panel import ParamsPanel
+from tui.widgets.previews import PreviewsPanel
 from tui.widgets.render import HeatMode, HeatPalette
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.transcript import Transcript
@@ -38,7 +41,7 @@ PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a st
 HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
 
 
-class ChatScreen(ConversationActions):
+class ChatScreen(ConversationActions, PreviewActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
     DEFAULT_CSS = LAYOUT_CSS
@@ -55,6 +58,7 @@ class ChatScreen(ConversationActions):
         self.preset = ""
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
+        self.previews = Previews(self.controller.engine, self.post_message, config.preview)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -64,6 +68,7 @@ class ChatScreen(ConversationActions):
                 yield ChatInput(id="input")
             with Vertical(id="side"):
                 yield CandidatesPanel(classes="" if self.config.ui.show_candidates else "-hidden")
+                yield PreviewsPanel()
                 yield ParamsPanel(classes="" if self.config.ui.show_params else "-hidden")
         yield StatusBar()
         yield KeyBar()
@@ -127,6 +132,7 @@ class ChatScreen(ConversationActions):
         if transcript.cursor is None:
             transcript.anchor()
         self._dropped = event.dropped
+        self.drop_previews()
         self.query_one(StatusBar).state = "generating…" + self._dropped_note()
         self.refresh_bindings()
 
@@ -205,13 +211,15 @@ class ChatScreen(ConversationActions):
         tokens = event.node.version.tokens if event.node is not None else None
         panel.streaming = False
         panel.token = tokens[event.index] if tokens and event.index is not None else None
+        self.preview_cursor(event.node, event.index)
 
     @on(msg.CandidateChosen)
     def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
         cursor = self.query_one(Transcript).cursor
         if cursor is None:
             self.notify("Select a token first (Esc, then ←/→).", severity="warning")
-        elif (why := self.controller.branch(cursor[0], cursor[1], event.position)) is not None:
+        elif (why := self.controller.branch(cursor[0], cursor[1], event.position,
+                                            self.preview_continuation(cursor[0], cursor[1], event.position))) is not None:
             self.notify(why, severity="warning")
         else:
             self.query_one(Transcript).clear()

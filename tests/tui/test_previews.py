@@ -1,0 +1,95 @@
+"""What-if previews in the app (scripted engine): asked once the cursor rests, shown under the
+candidates, cached, dropped when the chat changes, and a branch that starts from a finished one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from tui_helpers import SIZE, screen_text, send, wait_idle, wait_until
+
+from engine.api import EngineError, PreviewEvent, PreviewRequest
+from engine.fake import ScriptedEngine
+from tui.widgets.previews import PreviewsPanel
+
+FAST = "[preview]\ndelay_ms = 30\n"
+
+
+def panel(app: Any) -> PreviewsPanel:
+    return app.screen.query_one(PreviewsPanel)
+
+
+def all_done(app: Any) -> bool:
+    rows = panel(app).rows
+    return bool(rows) and all(done for _, _, done in rows)
+
+
+async def test_previews_show_under_the_candidates_and_come_from_the_cache(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine, config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right", "home")  # token 0: "Hello"; candidates Hello, Hi, Hey, Greetings
+        await wait_until(pilot, lambda: all_done(app))
+        asked = engine.preview_requests[-1]
+        tokens = app.controller.conversation.path()[-1].version.tokens
+        assert asked.candidates == tuple(c.id for c in tokens[0].candidates[:3])
+        assert asked.messages[-1].token_ids == ()
+        assert [row[0] for row in panel(app).rows] == ["Hello", "Hi", "Hey"]
+        assert "Hi → ! I am a" in screen_text(app)
+        asked_before = len(engine.preview_requests)
+        await pilot.press("right")
+        await wait_until(pilot, lambda: len(engine.preview_requests) == asked_before + 1 and all_done(app))
+        await pilot.press("left")  # back: instant, from the cache
+        await pilot.pause()
+        assert all_done(app) and len(engine.preview_requests) == asked_before + 1
+
+
+async def test_a_cursor_that_keeps_moving_asks_nothing_until_it_rests(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine, config_text="[preview]\ndelay_ms = 400\n")
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right", "home", "right", "right", "right")
+        await wait_until(pilot, lambda: all_done(app))
+        [asked] = engine.preview_requests
+        assert len(asked.messages[-1].token_ids or ()) == 3  # only the token the cursor rested on
+
+
+async def test_choosing_a_previewed_candidate_continues_from_its_preview(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine, config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right", "home")
+        await wait_until(pilot, lambda: all_done(app))
+        node = app.controller.conversation.path()[-1]
+        hi = node.version.tokens[0].candidates[1]
+        previewed = app.screen.previews.complete(app.screen._preview_shown, hi.id)
+        await pilot.press("2")  # branch on "Hi"
+        await wait_idle(app, pilot)
+        sent = engine.requests[-1].messages[-1].token_ids
+        assert sent == (hi.id, *(t.id for t in previewed.tokens))  # the preview's 12 ids are not asked again
+        assert node.version.reply_text().startswith("Hi! I am a scripted model.")
+        assert not panel(app).rows and not app.screen.previews.rows(engine.preview_requests[0])[0].done  # dropped
+
+
+class _NoPreviews(ScriptedEngine):
+    def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
+        async def refuse() -> AsyncGenerator[PreviewEvent, None]:
+            raise EngineError("Previews are not available on a remote server (--server): they need the local engine.")
+            yield  # pragma: no cover
+        return refuse()
+
+
+async def test_an_engine_without_previews_says_so_once(make_app: Any) -> None:
+    app = make_app(_NoPreviews(), config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right", "home")
+        await wait_until(pilot, lambda: app.screen.previews.off)
+        await pilot.press("right", "right")
+        await pilot.pause(0.1)
+        assert not panel(app).rows
+        notes = [n for n in app._notifications if n.title == "Previews off"]
+        assert len(notes) == 1 and "remote server" in notes[0].message
