@@ -273,20 +273,25 @@ async def test_after_the_cursor_a_flip_shows_the_newest_message(make_app: Any) -
         assert await _at_bottom(app, pilot)
 
 
-async def test_after_the_cursor_a_resumed_chat_shows_its_end(make_app: Any) -> None:
-    from tui_helpers import chat_and_quit
+async def test_after_the_cursor_a_resumed_chat_shows_its_end(make_app: Any, tmp_path: Any) -> None:
+    from tui.model.conversation import Conversation, Node, Version
+    from tui.model.store import last_conversation_path, save_conversation
 
-    await chat_and_quit(make_app)
+    saved = Conversation()
+    for n in range(12):  # taller than the live chat: its end was left below the view
+        saved.append(Node("user", [Version(f"old question {n}")]))
+        saved.append(Node("assistant", [Version(f"old answer {n}", finish_reason="stop")]))
+    save_conversation(saved, last_conversation_path(tmp_path / "state"))
     app = make_app(ScriptedEngine())
     async with app.run_test(size=(80, 20)) as pilot:
+        await wait_idle(app, pilot)
         for n in range(3):
-            await send(app, pilot, f"message {n} " + "long " * 30)
+            await _type_and_send(app, pilot, f"message {n}")
         await _use_the_cursor(app, pilot)
         await pilot.press("ctrl+l")
         await pilot.pause()
         await pilot.press("d")
-        await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
-        await send(app, pilot, "more " * 40)
+        await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 24)
         assert await _at_bottom(app, pilot)
 
 
