@@ -64,7 +64,7 @@ ENGINE_PROPER = frozenset({
     "engine.turn", "engine.warmup", "engine.watchdog", "engine.worker",
 })
 TUI_MAY_IMPORT = frozenset({"engine.api", "engine.client", "engine.fake", "engine.remote", "engine.settings",
-                            "engine.models", "engine.gguf"})
+                            "engine.models", "engine.gguf", "engine.library"})
 REMOTE = "engine.remote"
 
 
@@ -138,6 +138,19 @@ def test_the_remote_engine_needs_no_mlx_and_only_the_contract_and_settings() -> 
     ]
     assert offenders == []
     assert _offenders("engine/remote", {"mlx", "mlx_lm"}) == []
+
+
+def test_the_library_is_plain_data_and_sqlite() -> None:
+    """The app and `logitscope run` share the conversation library, so it imports no MLX, no
+    Textual and of the engine only its own modules and the XDG folders."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((ROOT / "engine" / "library").rglob("*.py"))
+        for module, _ in _engine_imports(path)
+        if not _in(module, "engine.library") and module != "engine.settings.paths"
+    ]
+    assert offenders == []
+    assert _offenders("engine/library", {"mlx", "mlx_lm", "textual"}) == []
 
 
 def test_the_tui_imports_engine_cli_only_to_hand_over_headless_commands() -> None:

@@ -33,3 +33,9 @@ def _xdg_dir(env: Mapping[str, str] | None, variable: str, fallback: Path) -> Pa
     base = env.get(variable, "")
     root = Path(base) if base and Path(base).is_absolute() else Path.home() / fallback
     return root / "logitscope"
+
+
+def data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_DATA_HOME/logitscope`` (``~/.local/share`` by default): what the user made and keeps
+    (the conversation library), unlike the cache (rebuildable) or the state (history)."""
+    return _xdg_dir(env, "XDG_DATA_HOME", Path(".local", "share"))

@@ -1,0 +1,6 @@
+"""The conversation library (a SQLite database in the user's data folder): Textual-free and
+MLX-free, so the app and `logitscope run` share it. `store.Library` is the door."""
+
+from engine.library.store import DB_NAME, Entry, Library, LibraryError, Stored, default_path
+
+__all__ = ["DB_NAME", "Entry", "Library", "LibraryError", "Stored", "default_path"]
