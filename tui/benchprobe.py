@@ -194,7 +194,7 @@ def startup(since: float, real: bool) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tui.benchprobe")
-    parser.add_argument("mode", choices=("stream", "startup", "app"))
+    parser.add_argument("mode", choices=("stream", "startup", "app", "previews"))
     parser.add_argument("--model", default="")
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--tokens", type=int, default=4000)
@@ -207,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(stream(args.tokens, args.presses))
     elif args.mode == "app":
         result = asyncio.run(in_app(args.model, args.turns, args.tokens))
+    elif args.mode == "previews":
+        from tui.benchprobe_previews import key_latency_while_previewing
+
+        result = asyncio.run(key_latency_while_previewing(args.model, args.presses))
     else:
         result = startup(args.since or time.time(), args.real)
     print(json.dumps(result), flush=True)

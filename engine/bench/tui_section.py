@@ -43,6 +43,10 @@ def tui_section(section: Section, rounds: int, tokens: int, app_model: tuple[str
         section.add(f"in the app: the engine's own TTFT, same turns ({name})", [r["engine_ttft_ms"] for r in runs], "ms")
         section.add(f"in the app: decode while it draws, 10 candidates ({name})", [r["decode_tps"] for r in runs],
                     "tok/s")
+        previews = [_probe("previews", "--model", folder, "--presses", "10") for _ in range(rounds)]
+        section.add(f"key -> screen while 3 previews compute (median, {name})", [p["key_ms_median"] for p in previews],
+                    "ms")
+        section.add(f"key -> screen while 3 previews compute (worst, {name})", [p["key_ms_max"] for p in previews], "ms")
         section.notes.append(f"{name} in the app: one-token turns typed with a pause, as a person sends them; compare "
                              "the decode row with the decode section's engine alone")
     section.notes.append("targets: >= 2,000 tok/s with no growing backlog; key -> screen < 50 ms; first paint < 1 s")
