@@ -93,3 +93,17 @@ async def test_an_engine_without_previews_says_so_once(make_app: Any) -> None:
         assert not panel(app).rows
         notes = [n for n in app._notifications if n.title == "Previews off"]
         assert len(notes) == 1 and "remote server" in notes[0].message
+
+
+async def test_preview_text_is_shown_as_data(make_app: Any) -> None:
+    """Model text in a preview (markup-like, a terminal escape, a line break) is shown, never obeyed."""
+    from engine.fake import ScriptedToken
+
+    script = [["A", ScriptedToken(" B", 0.5, (("[b]C", 0.3),)), "\x1b[2J", "\n", "[red]z"]]
+    app = make_app(ScriptedEngine(script), config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right", "home", "right")
+        await wait_until(pilot, lambda: all_done(app))
+        text = screen_text(app)
+        assert "[b]C → ␛[2J↵[red]z" in text
