@@ -14,6 +14,7 @@ from tui.messages import DraftPaused, Submitted
 from tui.safe_text import pasted
 
 DRAFT_PAUSE_S = 0.4  # typing stopped this long: the draft is worth reading ahead
+PLACEHOLDER = "Message the model · Enter sends · Ctrl+J new line"
 
 
 class ChatInput(TextArea):
@@ -26,7 +27,8 @@ class ChatInput(TextArea):
     BINDINGS = bindings_for("input")
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(soft_wrap=True, show_line_numbers=False, **kwargs)  # type: ignore[arg-type]
+        super().__init__(soft_wrap=True, show_line_numbers=False, placeholder=PLACEHOLDER,
+                         **kwargs)  # type: ignore[arg-type]
         self.sent: list[str] = []
         self._history_at: int | None = None  # index into history while recalling
         self._draft = ""

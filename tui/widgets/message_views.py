@@ -26,6 +26,28 @@ from tui.widgets.token_chunk import TokenChunk
 CHUNK_SOFT = 200  # cut a chunk after a newline once it is this long (never mid-paragraph)
 
 
+WELCOME = (
+    "Welcome to logitscope: chat with a model and see what it almost said.\n\n"
+    "The built-in demo model knows the capitals of about fifty countries, colours, what animals "
+    "say and how many legs they have, and small sums. Try \"What is the capital of France?\", "
+    "then \"And Italy?\".\n\n"
+    "Enter sends.  Esc, then ←/→ walks through a reply's tokens and shows what else the model "
+    "considered.  1-9, 0 continue the reply from that candidate instead.  F1: every key, and "
+    "what the numbers mean."
+)
+
+
+class Welcome(Static):
+    """What the screen says before the first message: what the demo knows, the three keys."""
+
+    DEFAULT_CSS = """
+    Welcome { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(WELCOME, markup=False)
+
+
 class UserView(Static):
     """A user (or system) message, with its version counter when it has been edited."""
 

@@ -40,7 +40,7 @@ class StatusBar(Widget):
     StatusBar { height: 1; background: $panel; color: $text; padding: 0 1; }
     """
 
-    model: reactive[str] = reactive("no model")
+    model: reactive[str] = reactive("starting…")  # until the first load says which model
     compute: reactive[str] = reactive("")  # see `compute_label`
     state: reactive[str] = reactive("")
     stats: reactive[TurnStats | None] = reactive(None)
@@ -52,6 +52,8 @@ class StatusBar(Widget):
         model = printable(self.model)
         room = self.content_size.width - len(facts.plain) if self.content_size.width else len(model)
         text = Text()
+        if not model:  # loading: the state says which model ("loading demo…")
+            return facts[2:] if facts.plain.startswith("  ") else facts
         text.append(fit_name(model, room), style="bold")
         return text.append_text(facts)
 
@@ -65,7 +67,8 @@ class StatusBar(Widget):
         s = self.stats
         limit = s.context_limit if s else self.context_limit
         used = s.context_used if s else 0
-        text.append(f"  ctx {used}/{limit or '?'}")
+        if limit:  # no model, no context: "ctx 0/?" said nothing
+            text.append(f"  ctx {used}/{limit}")
         if s is not None:
             text.append(f"  cache {s.reused_tokens}/{s.prompt_tokens}")
             text.append(f"  ttft {s.ttft_s * 1000:.0f} ms")
@@ -78,8 +81,9 @@ class StatusBar(Widget):
         self.context_limit = info.context_limit
 
     def show_loading(self, spec: str) -> None:
-        """A load began: the old model is gone (the engine dropped it), so are its numbers."""
-        self.model, self.compute, self.context_limit, self.stats, self.state = spec, "", 0, None, "loading…"
+        """A load began ("loading demo…"): the old model is gone (the engine dropped it), so are
+        its numbers."""
+        self.model, self.compute, self.context_limit, self.stats, self.state = "", "", 0, None, f"loading {spec}…"
 
     def show_no_model(self) -> None:
         """A load failed: nothing is loaded now."""

@@ -17,7 +17,7 @@ from textual.widget import Widget
 from tui.bindings import bindings_for
 from tui.messages import CandidateChosen, TokenSelected
 from tui.model.conversation import Conversation, Node, Version
-from tui.widgets.message_views import AssistantView, UserView
+from tui.widgets.message_views import AssistantView, UserView, Welcome
 from tui.widgets.token_chunk import TokenChunk
 from tui.widgets.render import HeatPalette
 
@@ -41,6 +41,15 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def on_mount(self) -> None:
         self.anchor()
+        self._welcome(True)
+
+    def _welcome(self, shown: bool) -> None:
+        """The welcome stands in for the chat while it is empty."""
+        welcome = self.query_children(Welcome)
+        if shown and not welcome:
+            self.mount(Welcome())
+        elif not shown:
+            welcome.remove()
 
     # --- what the screen calls
 
@@ -48,7 +57,8 @@ class Transcript(VerticalScroll, can_focus=True):
         """Make the views match the conversation's visible path (reusing views that still fit)."""
         self.conversation = conversation
         path = self._system_nodes(conversation) + conversation.path()
-        views = list(self.query_children().results())
+        self._welcome(not path)
+        views = [v for v in self.query_children().results() if not isinstance(v, Welcome)]
         keep = 0
         while keep < min(len(views), len(path)) and getattr(views[keep], "node", None) is path[keep]:
             keep += 1

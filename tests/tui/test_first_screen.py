@@ -1,0 +1,48 @@
+"""The first screen (#16.1): a welcome in the empty transcript (what the demo knows, the keys that
+matter), a placeholder in the input, and a status bar that says what it is loading rather than
+"no model  ctx 0/?"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.fake import ScriptedEngine
+from tui.widgets.chat_input import ChatInput
+from tui.widgets.status_bar import StatusBar
+from tui_helpers import SIZE, screen_text, send, wait_idle, wait_until
+
+
+async def test_the_empty_chat_says_what_to_do(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_idle(app, pilot)
+        text = " ".join(screen_text(app).split())
+        assert "Welcome to logitscope" in text and "capitals of about fifty countries" in text
+        for keys in ("Enter sends.", "Esc, then ←/→", "1-9, 0 continue the reply"):
+            assert keys in text
+        assert app.screen.query_one(ChatInput).placeholder.startswith("Message the model · Enter sends")
+        assert "Message the model" in screen_text(app)
+        await send(app, pilot, "hi")
+        assert "Welcome to logitscope" not in screen_text(app)
+
+
+async def test_a_new_chat_brings_the_welcome_back(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        await pilot.press("d")  # discard the old chat
+        await wait_until(pilot, lambda: "Welcome to logitscope" in screen_text(app))
+
+
+async def test_the_status_bar_says_what_it_is_loading(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(load_delay=1.0))
+    async with app.run_test(size=SIZE) as pilot:
+        bar = app.screen.query_one(StatusBar)
+        seen: list[str] = []
+        await wait_until(pilot, lambda: seen.append(bar.render().plain) or app.engine.model is not None)
+        await pilot.pause()
+        assert seen[0] in ("starting…", "loading demo…") and any(s.startswith("loading demo") for s in seen)
+        assert not any("no model" in s or "ctx 0/?" in s for s in seen)
+        assert "ready  ctx 0/4096" in bar.render().plain
