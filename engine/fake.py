@@ -252,7 +252,10 @@ class ScriptedEngine:
         last = request.messages[-1] if request.messages else None
         if last is None or last.role != "assistant" or last.token_ids is None:
             raise EngineError("A preview needs a conversation that ends with a reply's exact token ids.")
-        self._check(request.branch(request.candidates[0]) if request.candidates else GenerateRequest(()))
+        if self.closed or self._model is None:  # `fail_next` is left for the next turn
+            raise EngineError("the engine is closed" if self.closed else "no model loaded")
+        if not request.candidates:
+            raise EngineError("A preview takes 1 to 16 candidates, got 0.")
         self.preview_requests.append(request)
         start = len(last.token_ids) + 1
         script = self.replies[(max(self._turn, 1) - 1) % len(self.replies)][start:]
