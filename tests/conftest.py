@@ -12,6 +12,12 @@ from tinymodels import build_model
 from engine.client import Engine
 
 
+@pytest.fixture(autouse=True)
+def _private_library(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test (nor an app or `logitscope run` it starts) writes the user's conversation library."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
 @pytest.fixture(scope="session")
 def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("tiny-models")

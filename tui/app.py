@@ -18,10 +18,12 @@ from textual.notifications import SeverityLevel
 
 from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
+from engine.library import DB_NAME
 from engine.settings import (
     MAX_PROBLEMS,
     ConfigError,
     LoadedConfig,
+    data_dir,
     printable,
     save_settings,
     shortened,
@@ -31,6 +33,7 @@ from tui.bindings import binding_defaults, binding_ids, bindings_for
 from tui.commands import LogitscopeCommands
 from tui.controller import ChatController, Post
 from tui.keymap import build_keymap
+from tui.library_sync import POLL_S, LibrarySync
 from tui.model.store import last_conversation_path, save_conversation
 from tui.screens.chat import ChatScreen
 from tui.screens.help import HelpScreen
@@ -57,6 +60,7 @@ class LogitscopeApp(App[None]):
         trust_remote_code: bool | None = None,
         config_dir: Path | None = None,
         save_dir: Path | None = None,
+        library_path: Path | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -67,6 +71,9 @@ class LogitscopeApp(App[None]):
         self.config_dir = config_dir if config_dir is not None else config.user_path.parent
         self.save_dir = save_dir if save_dir is not None else state_dir()
         self.keymap: dict[str, str] = {}
+        self.library = LibrarySync(library_path or data_dir() / DB_NAME, self.save_dir,
+                                   lambda: self.controller.conversation, lambda: self.model_spec,
+                                   lambda line: self.notify(line, title="Library", severity="warning", timeout=10))
         self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir))
         self._engine_closed = False
         self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
@@ -74,7 +81,7 @@ class LogitscopeApp(App[None]):
 
     def _make_controller(self, post: Post) -> ChatController:
         config = self.loaded.config
-        return ChatController(self.engine, config.sampling, post, config.chat.context_strategy)
+        return ChatController(self.engine, config.sampling, self.library.observing(post), config.chat.context_strategy)
 
     @property
     def controller(self) -> ChatController:
@@ -98,6 +105,7 @@ class LogitscopeApp(App[None]):
         self._show_config_problems(problems + key_problems)
         self.push_screen(self.chat_screen)
         self._watch_hangup()
+        self.set_interval(POLL_S, lambda: self.library.poll(self.controller.busy))
         # After the first paint: the engine thread's MLX import competes for the GIL, and the
         # screen should be up (and typing possible) before the model is.
         self.call_after_refresh(self._start_load, self.model_spec)
@@ -186,10 +194,12 @@ class LogitscopeApp(App[None]):
             return
         self._engine_closed = True
         self._save_conversation()  # first: whatever the engine does now, the chat is on disk
+        self.library.save_now()
         try:
             await asyncio.wait_for(self.controller.close(), QUIT_WAIT_S)
         except asyncio.TimeoutError:
             self.engine_stuck = True
+        self.library.close()
 
     def _save_conversation(self) -> None:
         """Write the chat for "resume"; a failure (a full disk) is one line, shown on exit."""

@@ -1,0 +1,52 @@
+"""The real app, SIGKILLed mid-reply in a real terminal: the chat is in the library with what
+was committed before the kill, and the database is sound. Skipped without tmux."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.library import Library
+from engine.settings.paths import data_dir
+from tui.model.fileformat import conversation_from_dict
+from test_tmux import Tmux, pytestmark, tmux  # noqa: F401  (the fixture and the skip)
+
+
+def _partial_reply(path: Path) -> int:
+    """Tokens of the stored reply to "tell me" (0 while there is none yet)."""
+    if not path.exists():
+        return 0
+    library = Library(path)
+    try:
+        entries = library.entries()
+        if not entries:
+            return 0
+        nodes = conversation_from_dict(library.load(entries[0].id).document).path()
+        return len(nodes[1].version.tokens or []) if len(nodes) > 1 else 0
+    finally:
+        library.close()
+
+
+@pytest.mark.slow
+def test_sigkill_mid_reply_keeps_the_chat(tmux: Tmux) -> None:  # noqa: F811
+    path = data_dir() / "library.sqlite3"
+    tmux.start(f"LOGITSCOPE_FAKE_DELAY=0.4 {sys.executable} -m tui.cli --fake-engine")
+    tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+    tmux.type_line("tell me")
+    tmux.wait_for(lambda s: "streaming" in s)
+    end = time.monotonic() + 20
+    while _partial_reply(path) == 0 and time.monotonic() < end:
+        time.sleep(0.2)
+    assert "streaming" in tmux.screen()  # the reply is still coming when the app dies
+    os.kill(int(tmux.run("display", "-p", "-t", "t", "#{pane_pid}").strip()), signal.SIGKILL)
+    library = Library(path)
+    assert library.integrity() == "ok"
+    [entry] = library.entries()
+    assert entry.title == "tell me"
+    reply = conversation_from_dict(library.load(entry.id).document).path()[1].version
+    assert reply.tokens and reply.finish_reason == "cancelled"
