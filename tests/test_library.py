@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from array import array
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,7 @@ from typing import Any
 import pytest
 
 from engine.api import Candidate, SamplingParams, TokenEvent
-from engine.library import Library, LibraryError
-from engine.library import schema
+from engine.library import Library, LibraryError, schema
 from engine.library.blobs import BlobError, decode_tokens, encode_tokens
 from engine.library.legacy import import_legacy
 from tui.model.conversation import Conversation, Node, TurnStats, Version
@@ -231,7 +229,7 @@ def test_the_old_files_are_imported_once(tmp_path: Path) -> None:
     (state / "conversations" / "broken.json").write_text("{nope")
     os.utime(state / "conversations" / "conversation-1.json", (1000, 1000))
     lib = Library(tmp_path / "lib.db")
-    normalize = lambda data: conversation_to_dict(conversation_from_dict(data))  # noqa: E731
+    normalize = lambda data: conversation_to_dict(conversation_from_dict(data))
     count, skipped = import_legacy(lib, state, normalize)
     assert count == 2 and len(skipped) == 1 and skipped[0].startswith("broken.json: ")
     assert [e.title for e in lib.entries()] == ["latest question", "kept question"]

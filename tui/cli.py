@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logitscope",
         description="Chat with a local language model and see each token's top candidates.",
-        epilog="Headless: 'logitscope run --help' and 'logitscope bench --help'.",
+        epilog="Headless: 'logitscope run --help' and 'logitscope bench --help'. "
+               "The conversation library: 'logitscope list', 'export ID --format md|json', 'import FILE'.",
     )
     parser.add_argument("--model", metavar="SPEC", help="local model folder, Hugging Face repo id, or 'demo'")
     parser.add_argument("--config", metavar="PATH", type=Path, help="config file (default: the XDG one)")
@@ -59,6 +60,10 @@ def tune_gc_for_streaming() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("list", "export", "import"):  # the conversation library (tui.library_cli)
+        from tui.library_cli import main as library_main
+
+        return library_main(argv)
     if argv and argv[0] in HEADLESS_COMMANDS:
         from engine.cli import main as engine_main
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from textual.message import Message as TextualMessage
 
@@ -148,7 +149,7 @@ class LibrarySync:
     def _open(self) -> Library:
         if self._library is None:
             library = Library(self.path, timeout=1.0)
-            count, skipped = import_legacy(library, self._state_folder, _normalize)
+            _, skipped = import_legacy(library, self._state_folder, _normalize)
             if skipped:
                 self._problem(f"{len(skipped)} old saved chats could not be imported; the first: {skipped[0]}")
             self._library = library

@@ -40,6 +40,8 @@ from engine.api import (
 from engine.settings import Config, load_config, printable, printable_json
 from engine.cli.params import add_param_flags, params_from_args
 from engine.cli.previews import PreviewSpec, parse_preview, run_turn_with_previews
+from engine.cli.saved import LinearChat, first_messages, open_chat, saved_record
+from engine.library import LibraryError
 
 EngineFactory = Callable[[], EngineAPI]
 EXIT_USAGE = 2
@@ -91,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--server", help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, llama.cpp); "
                      "--model then names its model")
     run.add_argument("--tokenizer", help="the server's model's tokenizer (folder or repo id), for token-id prompts")
+    run.add_argument("--save", action="store_true", help="keep the conversation in the library and say its id")
+    run.add_argument("--continue", dest="continue_id", metavar="ID", help="continue a chat from the library "
+                     "(its replies as their exact token ids when the model is the same); new turns are saved to it")
     return parser
 
 
@@ -106,6 +111,8 @@ class RunPlan:
     json: bool
     config: Config
     preview: PreviewSpec | None = None
+    save: bool = False  # keep the chat in the library (--save, or --continue)
+    continue_id: str | None = None
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -124,6 +131,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
                                                 tokenizer=args.tokenizer or config.engine.tokenizer))
     if args.preview is not None and not args.json:
         raise UsageError("--preview needs --json: the previews are part of each token's JSON line")
+    if args.continue_id is not None and args.system is not None:
+        raise UsageError("--continue keeps the chat's own system message: drop --system")
     prompts = _with_stdin(args.prompt)
     if any(not p.strip() for p in prompts):
         raise UsageError("--prompt must not be empty")
@@ -139,6 +148,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         json=args.json,
         config=config,
         preview=args.preview,
+        save=args.save or args.continue_id is not None,
+        continue_id=args.continue_id,
     )
 
 
@@ -227,6 +238,7 @@ class Printer:
         self.as_json = as_json
         self.err = err
         self.turns = turns
+        self.on_token: Callable[[TokenEvent], None] | None = None  # --save records each token
 
     def started(self, turn: int, prompt: str) -> None:
         """Before a reply: with several turns, plain output shows ``>>> the prompt`` (after a blank
@@ -241,6 +253,8 @@ class Printer:
         """One token: its completed text, or its --json line (with `previews`, `--preview`'s list).
         The text is the model's: a terminal escape in it (OSC 52 writes the clipboard) is printed
         made visible, never obeyed."""
+        if self.on_token is not None:
+            self.on_token(event)
         if self.as_json:
             record = token_record(turn, event) | ({"previews": previews} if previews is not None else {})
             self.out.write(printable_json(json.dumps(record, ensure_ascii=False)) + "\n")
@@ -302,9 +316,11 @@ def with_seed(params: SamplingParams) -> SamplingParams:
 
 
 async def run_conversation(
-    plan: RunPlan, engine: EngineAPI, printer: Printer, err: TextIO, on_loaded: Callable[[], None] | None = None
+    plan: RunPlan, engine: EngineAPI, printer: Printer, err: TextIO, on_loaded: Callable[[], None] | None = None,
+    chat: LinearChat | None = None,
 ) -> None:
-    """Load the model, then run every prompt as the next turn of one conversation."""
+    """Load the model, then run every prompt as the next turn of one conversation (kept in the
+    library's `chat` after each reply, when given)."""
     in_turn = False
     try:
         info = await engine.load(plan.model, trust_remote_code=plan.trust_remote_code,
@@ -315,9 +331,11 @@ async def run_conversation(
             err.write(f"logitscope: note: {printable(note)}\n")
         if on_loaded is not None:
             on_loaded()
-        messages: list[Message] = [Message("system", plan.system)] if plan.system else []
+        messages = first_messages(plan.system, chat, info.path)
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
+            if chat is not None:
+                chat.user(prompt)
             printer.started(turn, prompt)
             in_turn = True
             request = GenerateRequest(tuple(messages), with_seed(plan.params))
@@ -327,6 +345,9 @@ async def run_conversation(
                 done = await run_turn_with_previews(engine, request, turn, printer, plan.preview, plan.config.preview)
             in_turn = False
             messages.append(Message("assistant", done.text, done.token_ids))
+            problem = chat.reply(done, request.params, info.path) if chat is not None else None
+            if problem:  # the library refused: one line, and the run goes on
+                _say(err, f"warning: {problem}")
     finally:
         if in_turn:
             engine.cancel()
@@ -334,12 +355,27 @@ async def run_conversation(
 
 
 async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: TextIO, remember: bool) -> int:
-    """Run the plan; with `remember`, a model that loaded goes into the picker's recent list."""
+    """Run the plan; with `remember`, a model that loaded goes into the picker's recent list;
+    with `save`, the chat goes into the library and its id is said last."""
     from engine.models import record_recent
 
+    chat = None
+    if plan.save:
+        try:
+            chat = open_chat(plan.continue_id, plan.model)
+        except LibraryError as error:
+            return _fail(err, str(error))
     engine = factory()
     on_loaded = (lambda: record_recent(plan.model)) if remember else None
-    await run_conversation(plan, engine, Printer(out, plan.json, err, len(plan.prompts)), err, on_loaded)
+    printer = Printer(out, plan.json, err, len(plan.prompts))
+    printer.on_token = chat.token if chat is not None else None
+    await run_conversation(plan, engine, printer, err, on_loaded, chat)
+    if chat is not None and chat.conversation_id is not None:
+        if plan.json:
+            out.write(json.dumps(saved_record(chat.conversation_id)) + "\n")
+            out.flush()
+        else:
+            _say(err, f"saved as {chat.conversation_id}")
     return 0
 
 

@@ -2,6 +2,13 @@
 MLX-free, so the app and `logitscope run` share it. `store.Library` is the door."""
 
 from engine.library.legacy import import_legacy
-from engine.library.store import DB_NAME, Entry, Library, LibraryError, Stored, default_path
+from engine.library.store import (
+    DB_NAME,
+    Entry,
+    Library,
+    LibraryError,
+    Stored,
+    default_path,
+)
 
 __all__ = ["DB_NAME", "Entry", "Library", "LibraryError", "Stored", "default_path", "import_legacy"]

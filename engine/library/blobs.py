@@ -15,7 +15,8 @@ import math
 import struct
 import zlib
 from array import array
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 MAGIC = b"LSTK1"
 _INT32 = (-(2**31), 2**31 - 1)

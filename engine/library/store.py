@@ -16,10 +16,11 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from engine.library import schema
 from engine.library.blobs import BlobError

@@ -8,15 +8,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import AppFactory
+from tui_helpers import SIZE, send, start_reply, wait_idle, wait_until
 
 from engine.fake import ScriptedEngine
 from engine.library import Library
 from tui import library_sync
 from tui.app import LogitscopeApp
 from tui.model.fileformat import conversation_from_dict
-from tui_helpers import SIZE, send, start_reply, wait_idle, wait_until
-
-from conftest import AppFactory
 
 
 def _library(app: LogitscopeApp) -> Library:

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_tmux import Tmux, pytestmark, tmux  # noqa: F401  (the fixture and the skip)
 
 from engine.library import Library
 from engine.settings.paths import data_dir
 from tui.model.fileformat import conversation_from_dict
-from test_tmux import Tmux, pytestmark, tmux  # noqa: F401  (the fixture and the skip)
 
 
 def _partial_reply(path: Path) -> int:
