@@ -161,9 +161,9 @@ def test_two_entries_taking_one_key_keep_the_first(tmp_path: Path) -> None:
 
 def test_keys_in_places_never_active_together_do_not_conflict(tmp_path: Path) -> None:
     """The input and the transcript never have focus at once; the screen's keys are always live."""
-    keymap, problems, path = _keymap(tmp_path, '"chat.history.prev" = "h"\n"param.seed.up" = "l"\n')
+    keymap, problems, path = _keymap(tmp_path, '"chat.history.prev" = "h"\n"param.seed.up" = "n"\n')
     assert keymap == {"chat.history.prev": "h"}
-    assert problems == [f"{path}:3: [keys] param.seed.up: 'l' is already the key of token.next; ignored"]
+    assert problems == [f"{path}:3: [keys] param.seed.up: 'n' is already the key of token.next_low; ignored"]
 
 
 def test_an_invalid_key_name_names_file_line_and_id(tmp_path: Path) -> None:

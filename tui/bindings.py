@@ -54,15 +54,16 @@ _SPECS: tuple[_Spec, ...] = (
     ("screen", "param.preset.next", "f5", "next_preset", "Next preset",
      "Apply the next preset from config (precise, balanced, creative, ...)", False, False),
     ("input", "chat.send", "enter", "send", "Send", "Send the message", False, True),
-    ("input", "chat.newline", "shift+enter,ctrl+j", "newline", "Newline", "Insert a line break", False, True),
+    ("input", "chat.newline", "ctrl+j,shift+enter", "newline", "Newline",
+     "Insert a line break (Ctrl+J in every terminal; Shift+Enter reaches the app only in some)", False, True),
     ("input", "chat.history.prev", "up", "history(-1)", "Previous input",
      "Recall an earlier message (on the first line)", False, False),
     ("input", "chat.history.next", "down", "history(1)", "Next input",
      "Recall a later message (on the last line)", False, False),
     ("input", "focus.transcript", "escape", "leave", "To transcript",
      "Leave the input to inspect tokens", False, False),
-    ("transcript", "token.next", "right,l", "move(1)", "Next token", "Select the next token", False, False),
-    ("transcript", "token.prev", "left,h", "move(-1)", "Previous token", "Select the previous token", False,
+    ("transcript", "token.next", "right", "move(1)", "Next token", "Select the next token", False, False),
+    ("transcript", "token.prev", "left", "move(-1)", "Previous token", "Select the previous token", False,
      False),
     ("transcript", "token.next_low", "n", "next_low(1)", "Next unlikely token",
      "Jump to the next token below the low-probability threshold", False, False),
@@ -85,6 +86,9 @@ _SPECS: tuple[_Spec, ...] = (
     ("candidates", "candidate.down", "down", "cursor(1)", "Down", "Next candidate", False, False),
     ("candidates", "candidate.choose", "enter", "choose", "Branch here",
      "Continue the reply from this candidate", False, False),
+    ("candidates", "candidates.leave", "i,escape", "focus_input", "Type",
+     "Back to the input", False, False),
+    ("params", "params.leave", "i,escape", "focus_input", "Type", "Back to the input", False, False),
     ("params", "param.select.up", "up", "select(-1)", "Up", "Previous parameter", False, False),
     ("params", "param.select.down", "down", "select(1)", "Down", "Next parameter", False, False),
     ("params", "param.selected.down", "left,minus", "step(-1)", "Decrease", "Step the parameter down", False,
@@ -96,12 +100,15 @@ _SPECS: tuple[_Spec, ...] = (
 
 
 def _choose_specs() -> tuple[_Spec, ...]:
-    """Digits 1-9 and 0 pick candidates 1-10 of the selected token (branching)."""
+    """Digits 1-9 and 0 pick candidates 1-10 of the selected token (branching), from the
+    transcript and from the candidates panel that prints them."""
     out = []
     for n in range(10):
         key = str((n + 1) % 10)
         out.append(("transcript", f"branch.choose.{n + 1}", key, f"choose({n})", f"Branch on candidate {n + 1}",
                     f"Continue the reply from candidate {n + 1} of the selected token", False, False))
+        out.append(("candidates", f"candidate.choose.{n + 1}", key, f"choose_at({n})",
+                    f"Branch on candidate {n + 1}", f"Continue the reply from candidate {n + 1}", False, False))
     return tuple(out)
 
 

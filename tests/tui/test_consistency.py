@@ -104,3 +104,20 @@ async def test_wide_characters_do_not_widen_the_candidates_table() -> None:
         await pilot.pause()
         table = panel._table(token)
         assert {cell_len(str(cell)) for cell in list(table.columns[1].cells)[1:]} == {CHARS}
+
+
+async def test_the_status_bar_says_reused_and_gives_way_by_whole_facts(make_app: Any) -> None:
+    """Before: 'cache 0/2' (cryptic), and at 80 columns 'scrip…d-demo' with the speeds cut off."""
+    from tui.widgets.status_bar import StatusBar
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(app, pilot, "hi")
+        line = app.screen.query_one(StatusBar).render().plain
+        assert line.startswith("scripted-demo  ") and "…" not in line
+        assert line.endswith("ctx 22/4096  reused 0 of 2")  # the speeds went, whole
+    app = make_app()
+    async with app.run_test(size=(160, 24)) as pilot:
+        await send(app, pilot, "hi")
+        line = app.screen.query_one(StatusBar).render().plain
+        assert "reused 0 of 2  ttft" in line and line.endswith("decode 250.0 tok/s")

@@ -215,7 +215,7 @@ class ChatScreen(ConversationActions, PreviewActions):
 
     @on(msg.CandidateChosen)
     def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
-        cursor = self.query_one(Transcript).cursor
+        cursor = self.query_one(Transcript).cursor or self._panel_cursor()
         if cursor is None:
             self.notify("Select a token first (Esc, then ←/→).", severity="warning")
         elif (why := self.controller.branch(cursor[0], cursor[1], event.position,
@@ -223,6 +223,16 @@ class ChatScreen(ConversationActions, PreviewActions):
             self.notify(why, severity="warning")
         else:
             self.query_one(Transcript).clear()
+
+    def _panel_cursor(self) -> tuple[Node, int] | None:
+        """The token the candidates panel shows while none is selected (the newest reply's last),
+        so a digit picks from the list on screen rather than failing silently."""
+        token = self.query_one(CandidatesPanel).token
+        for node in reversed(self.controller.conversation.path()):
+            tokens = node.version.tokens or []
+            if token is not None and tokens and tokens[-1] is token:
+                return node, len(tokens) - 1
+        return None
 
     @on(msg.DraftPaused)
     def _draft_paused(self, event: msg.DraftPaused) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -60,8 +60,14 @@ class HelpScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.add_columns("key", "action", "where", "binding id")
         for binding_id, key, description, where in key_table(self.keymap):
-            table.add_row(key, description, _WHERE.get(where, where), binding_id)
+            table.add_row(key_display(self.app, key), description, _WHERE.get(where, where), binding_id)
         table.focus()
+
+
+def key_display(app: App[object], keys: str) -> str:
+    """Keys as the footer shows them (``^q``, ``[``, ``⏎``), not Textual's names
+    (``ctrl+q``, ``left_square_bracket``); several keys joined with `` / ``."""
+    return " / ".join(app.get_key_display(Binding(key.strip(), "")) for key in keys.split(",") if key.strip())
 
 
 def numbers_text() -> Group:

@@ -153,3 +153,14 @@ class CandidatesPanel(Widget, can_focus=True):
         if self.token is not None and self.token.candidates:
             self.post_message(CandidateChosen(self.row))
 
+    def action_choose_at(self, position: int) -> None:
+        """A digit: the candidate it prints beside, as from the transcript."""
+        if self.token is not None and position >= len(self.token.candidates):
+            self.notify(f"This token has {len(self.token.candidates)} candidates.", severity="warning", timeout=4)
+        else:
+            self.row = position
+            self.post_message(CandidateChosen(position))
+
+    def action_focus_input(self) -> None:
+        self.screen.focus_next("ChatInput")
+

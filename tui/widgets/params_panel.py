@@ -61,6 +61,9 @@ class ParamsPanel(Widget, can_focus=True):
     def action_edit(self) -> None:
         self.post_message(ParamEdit(self.selected_name))
 
+    def action_focus_input(self) -> None:
+        self.screen.focus_next("ChatInput")
+
     def on_focus(self) -> None:
         self.refresh()
 

@@ -47,33 +47,41 @@ class StatusBar(Widget):
     context_limit: reactive[int] = reactive(0)
 
     def render(self) -> Text:
-        """The model's name and the load progress come from folders and hubs: shown defused."""
-        facts = self._facts()
+        """The model's name and the load progress come from folders and hubs: shown defused.
+        When the line is short the least useful facts go first, whole (the prefill speed, then
+        the other speeds, ...), then the name is cut in its middle."""
         model = printable(self.model)
-        room = self.content_size.width - len(facts.plain) if self.content_size.width else len(model)
+        facts = self._facts()
+        width = self.content_size.width or 10_000
+        while len(model) + sum(len(t) for t, _s, _r in facts) > width and any(r for _t, _s, r in facts):
+            worst = max(r for _t, _s, r in facts)
+            facts.remove(next(f for f in reversed(facts) if f[2] == worst))
         text = Text()
-        if not model:  # loading: the state says which model ("loading demo…")
-            return facts[2:] if facts.plain.startswith("  ") else facts
-        text.append(fit_name(model, room), style="bold")
-        return text.append_text(facts)
+        if model:
+            text.append(fit_name(model, width - sum(len(t) for t, _s, _r in facts)), style="bold")
+        for part, style, _rank in facts:
+            text.append(part, style=style)
+        return text[2:] if not model and text.plain.startswith("  ") else text
 
-    def _facts(self) -> Text:
-        """Everything after the model name; the name gives way to it when the line is short."""
-        text = Text()
+    def _facts(self) -> list[tuple[str, str, int]]:
+        """Everything after the model name, as (text, style, rank): rank 0 always stays, higher
+        ranks give way first when the line is short."""
+        facts: list[tuple[str, str, int]] = []
         if self.compute:
-            text.append(f"  {self.compute}", style="dim")
+            facts.append((f"  {self.compute}", "dim", 1))
         if self.state:
-            text.append(f"  {printable(self.state)}", style="italic")
+            facts.append((f"  {printable(self.state)}", "italic", 0))
         s = self.stats
         limit = s.context_limit if s else self.context_limit
         used = s.context_used if s else 0
         if limit:  # no model, no context: "ctx 0/?" said nothing
-            text.append(f"  ctx {used}/{limit}")
+            facts.append((f"  ctx {used}/{limit}", "", 0))
         if s is not None:
-            text.append(f"  cache {s.reused_tokens}/{s.prompt_tokens}")
-            text.append(f"  ttft {s.ttft_s * 1000:.0f} ms")
-            text.append(f"  prefill {s.prefill_tps:.0f} tok/s  decode {s.decode_tps:.1f} tok/s")
-        return text
+            facts.append((f"  reused {s.reused_tokens} of {s.prompt_tokens}", "", 1))  # prompt tokens from the cache
+            facts.append((f"  ttft {s.ttft_s * 1000:.0f} ms", "", 2))
+            facts.append((f"  prefill {s.prefill_tps:.0f} tok/s", "", 3))
+            facts.append((f"  decode {s.decode_tps:.1f} tok/s", "", 2))
+        return facts
 
     def show_model(self, info: ModelInfo) -> None:
         """A model is loaded and ready."""

@@ -235,8 +235,9 @@ class Transcript(VerticalScroll, can_focus=True):
         self.clear()
 
     def action_choose(self, position: int) -> None:
-        if self.cursor is not None:
-            self.post_message(CandidateChosen(position))
+        """A digit: continue from that candidate. The screen decides which token (the selected
+        one, else the one the candidates panel shows) and says why not when it cannot."""
+        self.post_message(CandidateChosen(position))
 
     def action_flip(self, step: int) -> None:
         """Ask to show the previous/next version of the selected reply (or the last message
