@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 
 from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
@@ -37,6 +39,7 @@ from tui.library_sync import POLL_S, LibrarySync
 from tui.model.store import last_conversation_path, save_conversation
 from tui.screens.chat import ChatScreen
 from tui.screens.help import HelpScreen
+from tui.screens.library import LibraryScreen, reopen
 from tui.screens.model_picker import ModelPicker
 from tui.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
 
@@ -86,6 +89,10 @@ class LogitscopeApp(App[None]):
     @property
     def controller(self) -> ChatController:
         return self.chat_screen.controller
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own palette entries, less those the palette already lists with their keys."""
+        return LogitscopeCommands.without_duplicates(super().get_system_commands(screen))
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """logitscope's variables ($heat-low, $prob-bar, ...) for themes that lack them."""
@@ -225,6 +232,17 @@ class LogitscopeApp(App[None]):
         (a 20 MB config value) is cut in the middle: a toast is for reading."""
         super().notify(printable(shortened(message)), title=printable(shortened(title, 80)), severity=severity,
                        timeout=timeout, markup=False)
+
+    def action_open_library(self) -> None:
+        """The library screen, with the live chat saved first so it is in the list as it is."""
+        if isinstance(self.screen, LibraryScreen):
+            return
+        self.library.save_now()
+        self.push_screen(LibraryScreen(self.library.path), self._open_from_library)
+
+    def _open_from_library(self, chat_id: str | None) -> None:
+        if chat_id:
+            self.run_worker(reopen(self, chat_id), group="library-open", exclusive=True)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap))

@@ -96,6 +96,8 @@ _SPECS: tuple[_Spec, ...] = (
     ("params", "param.selected.up", "right,plus,equals_sign", "step(1)", "Increase",
      "Step the parameter up", False, False),
     ("params", "param.edit", "enter", "edit", "Type value", "Type an exact value", False, False),
+    ("app", "app.library", "ctrl+g", "open_library", "Library…",
+     "Find a kept chat by any word in it and reopen it; rename, delete (with undo) or fork it", False, False),
 )
 
 
