@@ -122,25 +122,43 @@ def _usable(session: Session, keep: int) -> int:
     return usable[-1] if usable else 0
 
 
-def batch_cache(session: Session, position: int, rows: int) -> list[Any]:
-    """A fresh cache holding the session's first `position` ids, `rows` times over (batch axis)."""
+def batch_cache(session: Session, position: int, rows: int, room: int = 0) -> list[Any]:
+    """A fresh cache holding the session's first `position` ids, `rows` times over (batch axis).
+
+    Plain KV layers get `room` free positions as well, in the same copy: mlx-lm grows a full
+    buffer by copying it whole, and the first step of a batch would otherwise do that at once.
+    """
     if position == 0:
         return make_prompt_cache(session.model)
     kept = session.snapshots.layers_at(position) if position < len(session.tokens) else {}
-    layers = [_sliced(layer, position) if type(layer) is KVCache else copy.deepcopy(kept.get(i, layer))
-              for i, layer in enumerate(session.cache)]
-    for layer in layers:
-        layer.state = _tiled(layer.state, rows)
+    layers = []
+    for i, layer in enumerate(session.cache):
+        if type(layer) is KVCache:
+            layers.append(_sliced(layer, position, rows, room))
+            continue
+        copied = copy.deepcopy(kept.get(i, layer))
+        copied.state = _tiled(copied.state, rows)
+        layers.append(copied)
     return layers
 
 
-def _sliced(layer: KVCache, position: int) -> KVCache:
-    """A new KV layer holding the first `position` positions of `layer` (which is not changed)."""
+def _sliced(layer: KVCache, position: int, rows: int, room: int) -> KVCache:
+    """A new KV layer holding the first `position` positions of `layer` (which is not changed),
+    `rows` times over, with `room` free positions after them."""
     fresh = KVCache()
     if position and layer.keys is not None:
-        fresh.keys, fresh.values = layer.keys[..., :position, :], layer.values[..., :position, :]
+        fresh.keys, fresh.values = (_with_room(_tiled(part[..., :position, :], rows), room)
+                                    for part in (layer.keys, layer.values))
         fresh.offset = position
     return fresh
+
+
+def _with_room(buffer: mx.array, room: int) -> mx.array:
+    """`buffer` (B, heads, positions, dim) followed by `room` zero positions."""
+    if room <= 0:
+        return buffer
+    b, heads, _, dim = buffer.shape
+    return mx.concatenate([buffer, mx.zeros((b, heads, room, dim), buffer.dtype)], axis=2)
 
 
 def _tiled(state: Any, rows: int) -> Any:
@@ -161,7 +179,8 @@ class _Batch:
         self.start, self.rows = group
         self.numbers = [order.index(row) for row in self.rows]
         self.emit = emit
-        self.cache = batch_cache(session, self.start, len(self.rows))
+        room = max(len(row.prompt) for row in self.rows) - self.start + request.tokens
+        self.cache = batch_cache(session, self.start, len(self.rows), room)
         self.params = request.params.with_changes(seed=request.seed)
         self.samplers: list[LiveSampler] = []  # made on the first step, once the logits tell the vocabulary
         self.window = self.params.repetition_context_size
