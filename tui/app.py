@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 
 from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
@@ -87,6 +89,10 @@ class LogitscopeApp(App[None]):
     @property
     def controller(self) -> ChatController:
         return self.chat_screen.controller
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own palette entries, less those the palette already lists with their keys."""
+        return LogitscopeCommands.without_duplicates(super().get_system_commands(screen))
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """logitscope's variables ($heat-low, $prob-bar, ...) for themes that lack them."""

@@ -8,17 +8,22 @@ preset and theme names come from config files, so their control characters are m
 from __future__ import annotations
 
 from functools import partial
+from collections.abc import Iterable, Iterator
 from typing import Any, Awaitable, Callable
 
+from textual.app import SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
 
 from engine.settings import printable
 from tui.bindings import ALL_SPECS
 from tui.model.params import PANEL_PARAMS
+from tui.screens.help import key_display
 
 # Key-only bindings that make no sense from a palette (they act on a focused widget).
 _SKIP_PLACES = {"input", "candidates", "params", "transcript"}
+# Textual's system commands that our own list has with a key: Quit [^q], Pick theme [f8], Help [f1].
+_OURS = {"Quit", "Theme", "Keys"}
 
 Command = tuple[str, Callable[[], Awaitable[Any] | Any], str]
 
@@ -35,7 +40,7 @@ class LogitscopeCommands(Provider):
             if place in _SKIP_PLACES or binding_id == "app.palette":
                 continue
             target = app if place == "app" else chat
-            label = f"{description}  [{keymap.get(binding_id, key)}]"
+            label = f"{description}  [{key_display(app, keymap.get(binding_id, key))}]"
             out.append((label, partial(app.run_action, action, target), tooltip))
         for name, label in PANEL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
@@ -44,6 +49,12 @@ class LogitscopeCommands(Provider):
         for theme in sorted(app.available_themes):
             out.append((f"Theme: {printable(theme)}", partial(setattr, app, "theme", theme), "Switch theme"))
         return out
+
+    @staticmethod
+    def without_duplicates(commands: Iterable[SystemCommand]) -> Iterator[SystemCommand]:
+        """Textual's system commands less the ones this provider lists itself: the palette showed
+        "Quit" and "Quit [ctrl+q]", "Theme" and "Pick theme", "Keys" and "Help"."""
+        return (command for command in commands if command.title not in _OURS)
 
     async def discover(self) -> Hits:
         for label, callback, help_text in self._commands():

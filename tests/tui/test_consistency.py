@@ -121,3 +121,27 @@ async def test_the_status_bar_says_reused_and_gives_way_by_whole_facts(make_app:
         await send(app, pilot, "hi")
         line = app.screen.query_one(StatusBar).render().plain
         assert "reused 0 of 2  ttft" in line and line.endswith("decode 250.0 tok/s")
+
+
+async def test_the_palette_lists_each_action_once(make_app: Any) -> None:
+    """Before: "Quit" and "Quit [ctrl+q]", "Theme" and "Pick theme", "Keys" and "Help"."""
+    from textual.command import CommandList, CommandPalette
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+
+        def prompts() -> list[str]:
+            options = app.screen.query(CommandList)
+            if not options:
+                return []
+            found = options.first()
+            return [str(found.get_option_at_index(i).prompt).split("\n")[0] for i in range(found.option_count)]
+
+        await wait_until(pilot, lambda: len(prompts()) > 10)
+        listed = prompts()
+        assert "Quit  [^q]" in listed and "Quit" not in listed
+        assert "Pick theme  [f8]" in listed and "Theme" not in listed
+        assert "Help  [f1]" in listed and "Keys" not in listed

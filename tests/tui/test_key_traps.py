@@ -82,3 +82,37 @@ async def test_help_shows_keys_as_the_footer_does(make_app: Any) -> None:
         assert any(row.startswith("[ Previous branch") for row in rows)
         assert any(row.startswith("^j / shift+⏎ Newline") for row in rows)
         assert any(row.startswith("^q Quit") for row in rows)
+
+
+async def test_brackets_keep_the_token_cursor(make_app: Any) -> None:
+    """[ and ] show another version of the selected reply; the cursor stays on its token."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("ctrl+r")
+        await wait_idle(app, pilot)
+        await pilot.press("escape", "right", "home", "right", "right")
+        transcript = app.screen.query_one(Transcript)
+        assert transcript.cursor is not None and transcript.cursor[1] == 2
+        for key in ("left_square_bracket", "right_square_bracket"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert transcript.cursor is not None and transcript.cursor[1] == 2
+
+
+async def test_shift_tab_inspects_a_streaming_reply_without_stopping_it(make_app: Any) -> None:
+    """Esc stops a streaming reply; Shift+Tab reaches the transcript and leaves it running."""
+    from engine.fake import ScriptedEngine
+    from tui_helpers import start_reply
+
+    app = make_app(ScriptedEngine(token_delay=0.05))
+    async with app.run_test(size=SIZE) as pilot:
+        await start_reply(app, pilot)
+        await pilot.press("shift+tab")
+        await pilot.pause()
+        assert isinstance(app.focused, Transcript) and app.controller.busy
+        await pilot.press("left")
+        await pilot.pause()
+        assert app.screen.query_one(Transcript).cursor is not None and app.controller.busy
+        await pilot.press("escape")  # now it stops
+        await wait_idle(app, pilot)

@@ -60,7 +60,8 @@ class CandidatesPanel(Widget, can_focus=True):
     def render(self) -> RenderableType:
         token = self.token
         if token is None:
-            return Text("Select a token: Esc to leave the input, then ←/→ (or click a token).", style="dim")
+            return Text("Select a token: Esc to leave the input (Shift+Tab while a reply streams: Esc "
+                        "stops it), then ←/→, or click a token.", style="dim")
         spacer = [Text("")] if self.size.height >= SUMMARY_ROWS + 2 + len(token.candidates) else []
         return Group(self._summary(token), *spacer, self._table(token))
 
