@@ -155,3 +155,29 @@ async def test_a_remote_engine_says_previews_are_local_only() -> None:
     with pytest.raises(EngineError, match="not available on a remote server"):
         await previews(engine, request)  # type: ignore[arg-type]
     await engine.close()
+
+
+@pytest.fixture(scope="module")
+def hybrid_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A very small Mamba-2/attention hybrid (recurrent state: no layer of it can be trimmed)."""
+    from dataclasses import replace
+
+    from engine.bench.folders import write_model_folder
+    from engine.bench.rewind_section import REWIND_SHAPES
+    from engine.bench.shapes import build_model
+
+    shape = REWIND_SHAPES["hybrid"]
+    small = replace(shape, config={**shape.config, "hidden_size": 64, "intermediate_size": 128,
+                                   "shared_intermediate_size": 128, "mamba_n_heads": 8, "mamba_d_head": 16,
+                                   "mamba_d_state": 16}, dtype="float32")
+    return write_model_folder(tmp_path_factory.mktemp("hybrid"), small, build_model(small))
+
+
+@pytest.mark.slow
+async def test_recurrent_state_previews_equal_branches(hybrid_model: Path, engine: Engine) -> None:
+    """SSM state is copied from the snapshot where the reply starts, tiled per row, never rewound."""
+    _, request = await first_reply(engine, hybrid_model)
+    _, finished = await previews(engine, request)
+    assert any(p.token_ids for p in finished.previews)
+    for preview in finished.previews:
+        assert preview.token_ids == await branch_ids(engine, request, preview.candidate)
