@@ -37,8 +37,8 @@ from engine.api import (
     PreviewToken,
     check_token_ids,
 )
-from engine.prompt import common_prefix_len, render_prompt
 from engine.penalties import make_penalties
+from engine.prompt import common_prefix_len, render_prompt
 from engine.sampling import LiveSampler, logits_were_numbers
 from engine.session import Session
 from engine.textstream import ReplyText
@@ -184,6 +184,7 @@ class _Batch:
         self.params = request.params.with_changes(seed=request.seed)
         self.samplers: list[LiveSampler] = []  # made on the first step, once the logits tell the vocabulary
         self.window = self.params.repetition_context_size
+        self.greedy = self.params.temperature == 0.0 and make_penalties(self.params) is None  # `_greedy` serves
         self.eos = set(session.tokenizer.eos_token_ids)
 
     def run(self, limit: int, stop: Callable[[], bool]) -> None:
@@ -206,7 +207,7 @@ class _Batch:
     def _step(self, fed: mx.array, history: Sequence[Sequence[int]]) -> tuple[mx.array, mx.array]:
         """Feed (rows, S) ids and sample every row: (tokens (rows,), packed rows (rows, width))."""
         logits = self.session.model(fed, cache=self.cache)[:, -1, :]
-        if self.params.temperature == 0.0 and make_penalties(self.params) is None:
+        if self.greedy:
             return _greedy(logits)
         if not self.samplers:
             self.samplers = [LiveSampler(logits.shape[-1], self.params, self.params.seed, exp=self.session.sampler_exp)

@@ -15,7 +15,14 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
-from engine.api import GenerateRequest, Message, PreviewFinished, PreviewRequest, SamplingParams, TokenEvent
+from engine.api import (
+    GenerateRequest,
+    Message,
+    PreviewFinished,
+    PreviewRequest,
+    SamplingParams,
+    TokenEvent,
+)
 from engine.bench.report import Section
 from engine.bench.turns import Contenders, engine_turn, history, words
 from engine.client import Engine
@@ -73,7 +80,7 @@ async def preview_section(section: Section, name: str, contenders: Contenders, h
                           rounds: int) -> None:
     """Rows for one model: previews vs one continuation vs K continuations, loop lag, interrupted TTFT."""
     engine = contenders.engine
-    vocab = len(contenders.tokenizer._tokenizer)  # noqa: SLF001
+    vocab = len(contenders.tokenizer._tokenizer)
     rows: dict[str, list[float]] = {key: [] for key in ("previews", "one", "each", "lag", "idle", "busy")}
     for round_ in range(rounds):
         rng = random.Random(4000 + round_)
@@ -83,9 +90,9 @@ async def preview_section(section: Section, name: str, contenders: Contenders, h
         request = _request(ask, reply, N)
         branches = [request.branch(c) for c in request.candidates]
         measured: dict[str, Callable[[], Awaitable[float]]] = {
-            "previews": lambda: _previews(engine, request),
-            "one": lambda: _turn_s(engine, branches[0]),
-            "each": lambda: _each(engine, branches),
+            "previews": lambda request=request: _previews(engine, request),
+            "one": lambda branches=branches: _turn_s(engine, branches[0]),
+            "each": lambda branches=branches: _each(engine, branches),
         }
         for key in list(measured)[round_ % 3:] + list(measured)[: round_ % 3]:  # who goes first rotates
             rows[key].append(await measured[key]() * 1e3)
