@@ -234,10 +234,11 @@ class LogitscopeApp(App[None]):
                        timeout=timeout, markup=False)
 
     def action_open_library(self) -> None:
-        """The library screen, with the live chat saved first so it is in the list as it is."""
+        """The library screen; the live chat's latest change is being saved meanwhile (in a
+        thread: the screen opens at once)."""
         if isinstance(self.screen, LibraryScreen):
             return
-        self.library.save_now()
+        self.library.save_soon()
         self.push_screen(LibraryScreen(self.library.path), self._open_from_library)
 
     def _open_from_library(self, chat_id: str | None) -> None:

@@ -11,33 +11,14 @@ import argparse
 import asyncio
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from engine.bench.plan import Plan
 from engine.cpu.blas import enable_fast_blas
 
-SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "memory")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How big each section is; `--quick` shrinks everything."""
-
-    rounds: int
-    shapes: tuple[str, ...]
-    decode_tokens: int
-    decode_seconds: float  # minimum time per model in the decode section (more rounds if needed)
-    history_tokens: int
-    reply_tokens: int
-    sampler_vocabs: tuple[int, ...]
-    sampler_iterations: int
-    process_shapes: tuple[str, ...]  # a 4-bit and an unquantized model, unless --shapes says
-    process_prompt: int
-    process_decode: int
-    process_budget_s: float
-    sections: tuple[str, ...]
-    weights_dtype: str
+SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "memory",
+            "library")
 
 
 def make_plan(args: argparse.Namespace) -> Plan:

@@ -20,7 +20,7 @@ from engine.bench.tui_section import tui_section
 from engine.bench.turns import Contenders, open_contenders
 
 if TYPE_CHECKING:
-    from engine.bench.cli import Plan
+    from engine.bench.plan import Plan
 
 Progress = Callable[[str], None]
 
@@ -48,6 +48,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         ("tui", "TUI: stream throughput, key latency, start-up"),
         ("gguf", "GGUF through llama.cpp: ours (10 candidates) vs llama.cpp's own greedy loop, same file and threads"),
         ("memory", "4-bit MLX models on the CPU: decode speed, weights read per token, resident memory vs float32"),
+        ("library", "Conversation library: 1,000 chats x 50 turns, open and filter (target: within 100 ms of a key)"),
     ) if name in plan.sections}
     targets = [(name, None) for name in plan.shapes] + ([(model, model)] if model else [])
     dtype = "n/a"
@@ -89,6 +90,11 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
 
         progress("bench: 4-bit memory (subprocesses)")
         memory_section(sections["memory"], plan.shapes, plan.process_prompt, plan.decode_tokens, plan.rounds)
+    if "library" in sections:
+        from engine.bench.library_section import library_section
+
+        progress("bench: conversation library (builds 1,000 chats)")
+        library_section(sections["library"], scratch, plan.rounds)
     header = {**describe(blas, dtype), "native kernels": native.process_status(), "bench model weights": plan.weights_dtype,
               "rounds": plan.rounds}
     return Report(header, list(sections.values()))

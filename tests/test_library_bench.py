@@ -1,0 +1,26 @@
+"""`logitscope bench --sections library` on a small library: every row is there (the speeds
+themselves are the benchmark's to report, not a test's to time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.bench import library_section as bench
+from engine.bench.report import Section
+from engine.library import Library
+
+
+@pytest.mark.slow
+def test_the_library_section_builds_its_database_and_reports_every_row(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "CHATS", 20)
+    monkeypatch.setattr(bench, "TURNS", 3)
+    section = Section("library", "library")
+    bench.library_section(section, tmp_path, rounds=1)
+    labels = [row.label for row in section.rows]
+    assert any(label.startswith("filter: one key") for label in labels)
+    assert any(label.startswith("screen: key -> filtered rows") for label in labels)
+    assert all(row.stat.median > 0 for row in section.rows)
+    assert len(Library(tmp_path / "library-bench.sqlite3").entries()) == 21  # 20 built + the streaming save
