@@ -116,3 +116,24 @@ async def test_shift_tab_inspects_a_streaming_reply_without_stopping_it(make_app
         assert app.screen.query_one(Transcript).cursor is not None and app.controller.busy
         await pilot.press("escape")  # now it stops
         await wait_idle(app, pilot)
+
+
+async def test_the_footer_follows_focus_and_state(make_app: Any) -> None:
+    """Before: the footer never showed the core interaction (arrows, digits, n; Esc to stop)."""
+    from engine.fake import ScriptedEngine
+    from tui.widgets.key_bar import KeyBar
+    from tui_helpers import start_reply
+
+    app = make_app(ScriptedEngine(token_delay=0.05))
+    async with app.run_test(size=(80, 24)) as pilot:
+        bar = app.screen.query_one(KeyBar)
+        await start_reply(app, pilot)
+        await wait_until(pilot, lambda: "esc Stop" in bar.render().plain)
+        await pilot.press("escape")
+        await wait_idle(app, pilot)
+        await wait_until(pilot, lambda: "esc Inspect" in bar.render().plain)
+        await pilot.press("escape")
+        await pilot.pause()
+        line = bar.render().plain
+        assert line.startswith(" ←/→ Token  1-0 Branch  n Unlikely  i Type") and "Commands" in line
+        assert "…" not in line  # hints that do not fit are left out whole

@@ -32,20 +32,42 @@ class KeyHint:
     tooltip: str
 
 
+# The core interaction, shown while it is live although no binding asks for the footer: where
+# the focus is decides (the transcript: arrows, digits, n; the input: Esc to inspect). Several
+# bindings share one hint: (display, description), None = the key as the keymap names it.
+CORE_HINTS: dict[str, tuple[str | None, str]] = {
+    "focus.transcript": (None, "Inspect"),
+    "token.prev": ("←/→", "Token"), "token.next": ("←/→", "Token"),
+    **{f"branch.choose.{n}": ("1-0", "Branch") for n in range(1, 11)},
+    **{f"candidate.choose.{n}": ("1-0", "Branch") for n in range(1, 11)},
+    "token.next_low": (None, "Unlikely"),
+    "focus.input": (None, "Type"), "candidates.leave": (None, "Type"), "params.leave": (None, "Type"),
+}
+
+
 def key_hints(screen: Screen[object]) -> tuple[list[KeyHint], KeyHint | None]:
-    """The screen's bindings shown in the footer, one per action in binding order, and the
-    command palette's binding (None when the app has no palette)."""
+    """The screen's bindings shown in the footer, one per action in binding order, after the
+    core hints of the focused place, and the command palette's binding (None when the app has
+    no palette)."""
     app = screen.app
+    core: dict[tuple[str, str], KeyHint] = {}
     shown: dict[str, KeyHint] = {}
     palette: KeyHint | None = None
     for key, (_, binding, enabled, tooltip) in screen.active_bindings.items():
-        hint = KeyHint(binding.key, app.get_key_display(binding), binding.description, enabled,
+        display = app.get_key_display(binding)
+        hint = KeyHint(binding.key, display, binding.description, enabled,
                        tooltip or binding.tooltip or binding.description)
         if app.ENABLE_COMMAND_PALETTE and key == app.COMMAND_PALETTE_BINDING:
             palette = hint
+        elif binding.id in CORE_HINTS and enabled:
+            group, description = CORE_HINTS[binding.id]
+            core.setdefault((group or display, description),
+                            KeyHint(binding.key, group or display, description, True, hint.tooltip))
         elif binding.show:
             shown.setdefault(binding.action, hint)
-    return list(shown.values()), palette
+    order = [description for _display, description in CORE_HINTS.values()]
+    ranked = sorted(core.values(), key=lambda hint: order.index(hint.description))
+    return [*ranked, *shown.values()], palette
 
 
 class KeyBar(Widget, can_focus=False):
@@ -86,11 +108,16 @@ class KeyBar(Widget, can_focus=False):
             self.refresh()  # one line, fixed height: a repaint, never a layout
 
     def render(self) -> Text:
+        """The hints that fit, whole and in order (the palette's key kept on the right)."""
         line = Text(no_wrap=True, overflow="ellipsis", end="")
+        right = self._hint_text(self.palette) if self.palette is not None else Text()
+        room = (self.size.width or 10_000) - (right.cell_len + 2 if right else 0)
         for hint in self.hints:
-            line.append_text(self._hint_text(hint))
+            text = self._hint_text(hint)
+            if line.cell_len + text.cell_len > room and line.cell_len:
+                continue  # a later, shorter hint may still fit
+            line.append_text(text)
         if self.palette is not None:
-            right = self._hint_text(self.palette)
             gap = self.size.width - line.cell_len - right.cell_len
             if gap >= 2:
                 line.append(" " * (gap - 1))
