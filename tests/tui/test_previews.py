@@ -107,3 +107,18 @@ async def test_preview_text_is_shown_as_data(make_app: Any) -> None:
         await wait_until(pilot, lambda: all_done(app))
         text = screen_text(app)
         assert "[b]C → ␛[2J↵[red]z" in text
+
+
+async def test_new_parameters_ask_the_previews_again(make_app: Any) -> None:
+    engine = ScriptedEngine()
+    app = make_app(engine, config_text=FAST + 'sampling = "current"\n')
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right", "home")
+        await wait_until(pilot, lambda: all_done(app))
+        before = engine.preview_requests[-1]
+        app.screen.set_params(app.controller.params.with_changes(temperature=1.3))
+        await wait_until(pilot, lambda: engine.preview_requests[-1] is not before and all_done(app))
+        again = engine.preview_requests[-1]
+        assert again.params.temperature == 1.3 and before.params.temperature != 1.3
+        assert again.messages == before.messages

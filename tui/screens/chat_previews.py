@@ -53,6 +53,16 @@ class PreviewActions:
             node, index = self._cursor_token()
             self.query_one(PreviewsPanel).rows = self._preview_lines(event.request, node, index)  # type: ignore[attr-defined]
 
+    def on_mount(self) -> None:
+        """New parameters make new previews: those of the token under the cursor are asked again."""
+        from tui.widgets.params_panel import ParamsPanel
+
+        self.watch(self.query_one(ParamsPanel), "params", self._params_changed, init=False)  # type: ignore[attr-defined]
+
+    def _params_changed(self) -> None:
+        if self._preview_shown is not None:
+            self.preview_cursor(*self._cursor_token())
+
     def on_unmount(self) -> None:
         """No preview task outlives the screen (the engine is closed after it)."""
         self.previews.stop()
