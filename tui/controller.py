@@ -254,7 +254,14 @@ class ChatController:
         if messages and messages[-1].role == "user":  # an unanswered message: its reply comes next
             return
         if messages or draft:
-            self.engine.prepare(messages, draft)
+            cached = self.engine.prepare(messages, draft)
+            if not draft and isinstance(cached, asyncio.Future):  # the conversation alone: its ctx
+                cached.add_done_callback(self._measured)
+
+    def _measured(self, cached: asyncio.Future[int]) -> None:
+        """Pass on how much of the context the conversation takes (0: the engine could not say)."""
+        if not cached.cancelled() and cached.exception() is None and cached.result() > 0:
+            self._post(msg.ContextMeasured(cached.result()))
 
     def resume(self, conversation: Conversation) -> bool:
         """Continue `conversation` (one saved earlier); not while a reply runs."""

@@ -12,6 +12,15 @@ from engine.api import LoadProgress, ModelInfo
 from tui.model.conversation import Node, TurnStats
 
 
+class ContextMeasured(Message):
+    """The conversation as it now stands (resumed, another branch shown) takes `tokens` of the
+    model's context: the engine said so once it had them cached."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__()
+        self.tokens = tokens
+
+
 class ModelLoadStarted(Message):
     """A load of `spec` began; whatever was loaded before is gone."""
 

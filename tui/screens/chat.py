@@ -94,6 +94,10 @@ class ChatScreen(ConversationActions, PreviewActions):
         percent = "" if fraction is None else f" {fraction:.0%}"
         self.query_one(StatusBar).state = f"{event.progress.message}{percent}"
 
+    @on(msg.ContextMeasured)
+    def _measured(self, event: msg.ContextMeasured) -> None:
+        self.query_one(StatusBar).context_used = event.tokens
+
     @on(msg.ModelLoaded)
     def _loaded(self, event: msg.ModelLoaded) -> None:
         self.query_one(StatusBar).show_model(event.info)

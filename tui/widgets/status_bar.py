@@ -45,6 +45,10 @@ class StatusBar(Widget):
     state: reactive[str] = reactive("")
     stats: reactive[TurnStats | None] = reactive(None)
     context_limit: reactive[int] = reactive(0)
+    context_used: reactive[int | None] = reactive(None)  # measured since the last turn's stats
+
+    def watch_stats(self) -> None:
+        self.context_used = None  # a finished turn's own count is the newest
 
     def render(self) -> Text:
         """The model's name and the load progress come from folders and hubs: shown defused.
@@ -73,7 +77,7 @@ class StatusBar(Widget):
             facts.append((f"  {printable(self.state)}", "italic", 0))
         s = self.stats
         limit = s.context_limit if s else self.context_limit
-        used = s.context_used if s else 0
+        used = self.context_used if self.context_used is not None else s.context_used if s else 0
         if limit:  # no model, no context: "ctx 0/?" said nothing
             facts.append((f"  ctx {used}/{limit}", "", 0))
         if s is not None:
