@@ -39,7 +39,7 @@ from tui.library_sync import POLL_S, LibrarySync
 from tui.model.store import last_conversation_path, save_conversation
 from tui.screens.chat import ChatScreen
 from tui.screens.help import HelpScreen
-from tui.screens.library import LibraryScreen, reopen
+from tui.library_actions import LibraryActions
 from tui.screens.model_picker import ModelPicker
 from tui.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
 
@@ -47,7 +47,7 @@ QUIT_WAIT_S = 2.0  # the longest quitting waits for the engine: a stuck engine t
 TERMINATED = 128 + signal.SIGTERM  # the exit status after SIGTERM, as a shell reports a signalled job
 
 
-class LogitscopeApp(App[None]):
+class LogitscopeApp(LibraryActions, App[None]):
     """logitscope: chat with a local model and see what it almost said."""
 
     TITLE = "logitscope"
@@ -232,18 +232,6 @@ class LogitscopeApp(App[None]):
         (a 20 MB config value) is cut in the middle: a toast is for reading."""
         super().notify(printable(shortened(message)), title=printable(shortened(title, 80)), severity=severity,
                        timeout=timeout, markup=False)
-
-    def action_open_library(self) -> None:
-        """The library screen; the live chat's latest change is being saved meanwhile (in a
-        thread: the screen opens at once)."""
-        if isinstance(self.screen, LibraryScreen):
-            return
-        self.library.save_soon()
-        self.push_screen(LibraryScreen(self.library.path), self._open_from_library)
-
-    def _open_from_library(self, chat_id: str | None) -> None:
-        if chat_id:
-            self.run_worker(reopen(self, chat_id), group="library-open", exclusive=True)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap))

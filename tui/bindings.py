@@ -98,6 +98,10 @@ _SPECS: tuple[_Spec, ...] = (
     ("params", "param.edit", "enter", "edit", "Type value", "Type an exact value", False, False),
     ("app", "app.library", "ctrl+g", "open_library", "Library…",
      "Find a kept chat by any word in it and reopen it; rename, delete (with undo) or fork it", False, False),
+    ("transcript", "token.copy", "y", "app.copy_token", "Copy token",
+     "Copy the selected token's text to the clipboard", False, False),
+    ("transcript", "message.copy", "Y", "app.copy_message", "Copy message",
+     "Copy the message holding the cursor (else the last one) to the clipboard", False, False),
 )
 
 

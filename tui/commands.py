@@ -37,11 +37,14 @@ class LogitscopeCommands(Provider):
         keymap = app.keymap
         out: list[Command] = []
         for place, binding_id, key, action, description, tooltip, _show, _prio in ALL_SPECS:
-            if place in _SKIP_PLACES or binding_id == "app.palette":
-                continue
+            if (place in _SKIP_PLACES and not action.startswith("app.")) or binding_id == "app.palette":
+                continue  # an app.… action works from anywhere, so a transcript key's is listed too
             target = app if place == "app" else chat
             label = f"{description}  [{key_display(app, keymap.get(binding_id, key))}]"
             out.append((label, partial(app.run_action, action, target), tooltip))
+        for fmt, what in (("md", "Markdown (the visible branch)"), ("json", "JSON (every branch, token and candidate)")):
+            out.append((f"Export chat as {what.split()[0]}", partial(app.action_export_chat, fmt),
+                        f"Write the chat as {what} to the exports folder"))
         for name, label in PANEL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
         for preset in chat.config.presets:

@@ -14,10 +14,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import NoReturn, TextIO
 
 from engine.library import Library, LibraryError, Stored
 from engine.settings import printable, printable_json
+from tui.chat_text import exchange_json
+from tui.chat_text import markdown as chat_markdown
 from tui.model.conversation import Conversation
 from tui.model.fileformat import conversation_from_dict, conversation_to_dict
 from tui.model.store import load_conversation
@@ -78,21 +80,13 @@ def _list(library: Library, query: str, out: TextIO) -> None:
 
 
 def export_json(stored: Stored) -> str:
-    """The format-2 document (every token and candidate) with the library's title and model:
-    the README's exchange format; `conversation_from_dict` reads it, extra keys ignored."""
-    data: dict[str, Any] = {**stored.document, "title": stored.entry.title, "model_spec": stored.entry.model_spec}
-    return json.dumps(data, ensure_ascii=False)
+    """The README's exchange format (`tui.chat_text.exchange_json`)."""
+    return exchange_json(stored.entry.title, stored.entry.model_spec, stored.document)
 
 
 def markdown(stored: Stored) -> str:
-    """The visible branch as Markdown: a heading per message, the text as it reads."""
-    conversation = conversation_from_dict(stored.document)
-    lines = [f"# {stored.entry.title}", ""]
-    if conversation.system_prompt:
-        lines += ["## System", "", conversation.system_prompt, ""]
-    for node in conversation.path():
-        lines += [f"## {node.role.capitalize()}", "", node.version.reply_text(), ""]
-    return printable("\n".join(lines))  # newlines and tabs kept, every other control made visible
+    """The visible branch as Markdown, newlines and tabs kept, every other control made visible."""
+    return printable(chat_markdown(stored.entry.title, conversation_from_dict(stored.document)))
 
 
 def _import(library: Library, path: Path, out: TextIO, err: TextIO) -> int:
