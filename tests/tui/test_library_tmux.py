@@ -50,3 +50,24 @@ def test_sigkill_mid_reply_keeps_the_chat(tmux: Tmux) -> None:  # noqa: F811
     assert entry.title == "tell me"
     reply = conversation_from_dict(library.load(entry.id).document).path()[1].version
     assert reply.tokens and reply.finish_reason == "cancelled"
+
+
+@pytest.mark.slow
+def test_library_screen_end_to_end(tmux: Tmux) -> None:  # noqa: F811
+    """Chat, quit, start again: Ctrl+G lists the chat, typing finds it, Enter reopens it."""
+    command = f"LOGITSCOPE_FAKE_DELAY=0.001 {sys.executable} -m tui.cli --fake-engine"
+    tmux.start(command)
+    tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+    tmux.type_line("penguins in winter")
+    tmux.wait_for(lambda s: "ready" in s and "reused" in s)
+    tmux.run("send-keys", "-t", "t", "C-q")
+    tmux.wait_for(lambda s: "ready" not in s)
+    tmux.kill()
+    tmux.start(command)
+    tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+    tmux.run("send-keys", "-t", "t", "C-g")
+    tmux.wait_for(lambda s: "Library" in s and "penguins in winter" in s and "2 messages" in s)
+    tmux.run("send-keys", "-t", "t", "-l", "winter")
+    tmux.wait_for(lambda s: "penguins in winter" in s)
+    tmux.run("send-keys", "-t", "t", "Enter")
+    tmux.wait_for(lambda s: "Opened" in s and "penguins in winter" in s)
