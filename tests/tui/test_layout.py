@@ -111,3 +111,19 @@ async def test_a_reply_header_fits_a_narrow_screen(make_app: Any) -> None:
         header = view.query_one("#header")
         shown = str(header.render())
         assert shown.startswith("assistant · ‹branch 2/2›") and len(shown) <= header.size.width
+
+
+@pytest.mark.parametrize("size", [(120, 36), (80, 24)])
+async def test_notifications_never_cover_the_panels(make_app: Any, size: tuple[int, int]) -> None:
+    """Before: toasts sat bottom right, over the parameters panel one was just changing."""
+    from textual.widgets._toast import Toast
+
+    app = make_app()
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await send(app, pilot, "hi")
+        app.screen.query_one(Transcript).focus()
+        await pilot.press("f5")  # "Preset: precise"
+        await wait_until(pilot, lambda: bool(app.screen.query(Toast)) and app.screen.query(Toast).first().region.area)
+        toast = app.screen.query(Toast).first().region
+        for panel in (app.screen.query_one(CandidatesPanel), app.screen.query_one(ParamsPanel)):
+            assert not toast.overlaps(panel.region), (panel, toast)

@@ -10,6 +10,9 @@ chat that left 32 columns at 80x24 and none at 40x12. So:
 - **short** (< `SHORT` rows, and not wide): no panels (the chat needs every row); F9 or F10
   shows the one asked for in the chat's place, and again brings the chat back.
 
+Notifications appear at the top left, over the oldest lines of the chat: Textual's place, bottom
+right, is where the parameters panel is, so a toast covered the values one was changing.
+
 Pure decisions plus one function per screen event, so `ChatScreen` stays a router.
 """
 
@@ -41,6 +44,8 @@ ChatScreen.-short #side {{ display: none; }}
 ChatScreen.-short.-peek #side {{ display: block; height: 1fr; }}
 ChatScreen.-short.-peek #chat {{ display: none; }}
 ChatScreen #side > .-hidden, ChatScreen #side.-hidden {{ display: none !important; }}
+ChatScreen ToastRack {{ dock: top; align: left top; margin-bottom: 0; }}
+ChatScreen ToastHolder {{ align-horizontal: left; }}
 """
 
 
