@@ -243,7 +243,7 @@ class ChatController:
         """The loaded model's folder: what tags the replies (their token ids are this model's)."""
         return self.engine.model.path if self.engine.model is not None else None
 
-    def prepare(self, draft: str = "") -> None:
+    def prepare(self, draft: str = "", measure: bool = True) -> None:
         """Have the engine cache the conversation as it now stands (resumed, another branch shown,
         a new system prompt, a model just loaded), and `draft`, the message being typed, while the
         user types: the next reply then starts from a cached history instead of prefilling all of
@@ -255,7 +255,7 @@ class ChatController:
             return
         if messages or draft:
             cached = self.engine.prepare(messages, draft)
-            if not draft and isinstance(cached, asyncio.Future):  # the conversation alone: its ctx
+            if measure and not draft and isinstance(cached, asyncio.Future):  # the conversation: its ctx
                 cached.add_done_callback(self._measured)
 
     def _measured(self, cached: asyncio.Future[int]) -> None:
@@ -310,7 +310,8 @@ class ChatController:
         self._post(msg.GenerationFinished(node, version.stats, done.finish_reason))
         # Once this turn's task is over: the reply's end and the next user header, which every
         # follow-up shares, are read while the user reads the reply (not on the next first token).
-        asyncio.get_running_loop().call_soon(self.prepare)
+        # The turn's own stats say the context used: no second count.
+        asyncio.get_running_loop().call_soon(lambda: self.prepare(measure=False))
 
     def _schedule_flush(self, node: Node) -> None:
         """Post `ReplyGrew` now if the last one is old enough, else once the interval is up."""

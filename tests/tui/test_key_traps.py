@@ -137,3 +137,13 @@ async def test_the_footer_follows_focus_and_state(make_app: Any) -> None:
         line = bar.render().plain
         assert line.startswith(" ←/→ Token  1-0 Branch  n Unlikely  i Type") and "Commands" in line
         assert "…" not in line  # hints that do not fit are left out whole
+
+
+async def test_a_parameter_key_is_never_silent(make_app: Any) -> None:
+    """Before: with the parameters panel out of sight, t/m/r changed parameters unseen."""
+    app = make_app()
+    async with app.run_test(size=(60, 20)) as pilot:  # one panel: the candidates
+        await send(app, pilot, "hi")
+        app.screen.query_one(Transcript).focus()
+        await pilot.press("t")
+        await wait_until(pilot, lambda: any(n.message == "temperature 0.60" for n in app._notifications))

@@ -20,7 +20,7 @@ from tui import messages as msg
 from tui.bindings import bindings_for
 from tui.controller import ChatController, Post
 from tui.model.conversation import Node
-from tui.model.params import PANEL_PARAMS, apply_preset, parse_param, step_param
+from tui.model.params import PANEL_PARAMS, apply_preset, format_param, parse_param, step_param
 from tui.previews import Previews
 from tui.screens.chat_actions import ConversationActions
 from tui.screens.chat_previews import PreviewActions
@@ -240,7 +240,7 @@ class ChatScreen(ConversationActions, PreviewActions):
 
     @on(msg.DraftPaused)
     def _draft_paused(self, event: msg.DraftPaused) -> None:
-        self.controller.prepare(draft=event.text)  # read a long message ahead while it is written
+        self.controller.prepare(draft=event.text, measure=False)  # read a long message ahead while it is written
 
     @on(Transcript.FlipRequested)
     def _flip(self, event: Transcript.FlipRequested) -> None:
@@ -271,7 +271,12 @@ class ChatScreen(ConversationActions, PreviewActions):
         panel.params, panel.preset = params, preset
 
     def action_step_param(self, name: str, direction: int) -> None:
+        """Step a parameter; with the parameters panel out of sight (hidden, or a narrow
+        terminal showing the other panel) a short note says what changed: never silently."""
         self.set_params(step_param(self.controller.params, name, direction))
+        if not self.query_one(ParamsPanel).region.area:
+            label = dict(PANEL_PARAMS).get(name, name)
+            self.notify(f"{label} {format_param(self.controller.params, name)}", timeout=2)
 
     def edit_param(self, name: str) -> None:
         """Ask for an exact value; a value outside the limits is refused in the dialog."""
