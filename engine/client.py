@@ -45,11 +45,13 @@ class Engine:
     """Local MLX inference with a KV cache reused across turns (see `engine.api.EngineAPI`)."""
 
     def __init__(
-        self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto", fast_layers: bool = True
+        self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto", fast_layers: bool = True,
+        kv_cache_dir: str = "",
     ) -> None:
         """`max_context` caps the context below the model's own limit (0 = the model's limit);
-        `fast_blas`, `compute_dtype` and `fast_layers` are described in `engine.worker.EngineOptions`."""
-        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers)
+        `fast_blas`, `compute_dtype`, `fast_layers` and `kv_cache_dir` (recent histories' KV caches
+        on disk, `engine.kvdisk`) are described in `engine.worker.EngineOptions`."""
+        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers, kv_cache_dir)
         self._worker: EngineWorker | None = None  # started on first use
         self._model: ModelInfo | None = None
         self._turns: list[TurnControl] = []  # turns submitted and not yet finished

@@ -48,6 +48,7 @@ class Session:
         self.tokens: list[int] = []  # exactly the ids whose keys/values are in `cache`, in order
         self.snapshots = CacheSnapshots()  # of the layers that cannot be trimmed, at turn boundaries
         self.rebuilds = 0  # how often a non-trimmable cache had to be thrown away (for tests, stats)
+        self.disk: Any = None  # an `engine.kvdisk.DiskKVCache`: recent histories' caches on disk
 
     def reuse_prefix(self, prompt: Sequence[int]) -> int:
         """Cut the cache back to what `prompt` shares with it; returns how many ids are reused.
@@ -55,12 +56,24 @@ class Session:
         At least one prompt id is always left to prefill, since the next token's logits come
         from feeding the last prompt id.
         """
+        self._from_disk(prompt)
         keep = common_prefix_len(self.tokens, prompt)
         return self._trim_to(keep - 1 if keep == len(prompt) else keep)
 
     def keep_prefix(self, ids: Sequence[int]) -> int:
         """Cut the cache back to what `ids` shares with it (all of it may be kept); returns that length."""
+        self._from_disk(ids)
         return self._trim_to(common_prefix_len(self.tokens, ids))
+
+    def _from_disk(self, prompt: Sequence[int]) -> None:
+        """A reopened chat whose history's cache is on disk starts from it (`engine.kvdisk`)."""
+        if self.disk is not None:
+            self.disk.restore(self, prompt)
+
+    def install(self, cache: list[Any], tokens: list[int]) -> None:
+        """Take `cache` (holding exactly `tokens`) as the session's: a cache read back from disk."""
+        self.cache, self.tokens = cache, tokens
+        self.snapshots.clear()
 
     def _trim_to(self, keep: int) -> int:
         """Drop every cached position from `keep` on; returns how many ids the cache still holds.

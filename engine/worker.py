@@ -115,6 +115,8 @@ class EngineOptions:
     fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.cpu.blas)
     compute_dtype: str = "auto"  # see engine.precision.choose_compute_dtype
     fast_layers: bool = True  # CPU prompt attention and SwiGLU, fused RoPE and RMSNorm (engine.cpu.routing)
+    kv_cache_dir: str = ""  # keep recent histories' KV caches here (engine.kvdisk); "" = off
+    kv_cache_mb: int = 2048  # the size cap of that folder
 
 
 class EngineWorker:
@@ -198,6 +200,7 @@ class EngineWorker:
             else:
                 self._generate(command, self._session)
             self._current = None
+            self._store_when_idle()
 
     def _die(self, exc: BaseException) -> None:
         """Record why the thread ends and answer every command that would otherwise wait forever."""
@@ -240,7 +243,9 @@ class EngineWorker:
                               install_last_row_head(loaded.model), sampler_exp=speed.sampler_exp)
             if old is not None:
                 old.close()
-            command.sink(_model_info(command.spec, loaded, context, dtype, speed, tell_blas=not self._told_blas))
+            info = _model_info(command.spec, loaded, context, dtype, speed, tell_blas=not self._told_blas)
+            session.disk = self._disk_cache(info.path, dtype)
+            command.sink(info)
             self._told_blas = True
             speed.after_load(loaded.model, lambda: not self._commands.empty())
             return session
@@ -249,6 +254,26 @@ class EngineWorker:
         except Exception as exc:  # never let the thread die; the caller gets one line
             command.sink(ModelLoadError(f"Could not load {_clipped(command.spec)}: {one_line(exc)}"))
         return old
+
+    def _disk_cache(self, folder: str, dtype: str) -> Any:
+        """The on-disk KV cache for this model, when the options ask for one."""
+        if not self._options.kv_cache_dir or not folder:
+            return None
+        from engine.kvdisk import DiskKVCache, model_key
+
+        return DiskKVCache(Path(self._options.kv_cache_dir), model_key(folder, dtype),
+                           self._options.kv_cache_mb * 2**20)
+
+    def _store_when_idle(self) -> None:
+        """With nothing queued, write the history's cache to disk (`engine.kvdisk`): off every
+        turn's path, and a command arriving meanwhile waits for one file write at most."""
+        session = self._session
+        if session is None or session.disk is None or not self._commands.empty():
+            return
+        try:
+            session.disk.store(session)
+        except Exception:  # noqa: BLE001 - an optimisation: a failed write leaves nothing behind
+            pass
 
     def _count(self, command: CountCommand, session: Session | None) -> None:
         """The prompt's length as the next turn would render it (its template, its spliced ids)."""

@@ -16,6 +16,7 @@ from engine.client import Engine
 def _private_library(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test (nor an app or `logitscope run` it starts) writes the user's conversation library."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+    monkeypatch.setenv("LOGITSCOPE_KV_CACHE", "off")  # nor the KV caches of its histories (tests/test_kvdisk.py turns it on)
 
 
 @pytest.fixture(scope="session")

@@ -59,7 +59,7 @@ def test_importing_the_tui_and_engine_client_leaves_mlx_unloaded() -> None:
 # The engine's three jobs, each in its own place (docs/architecture.md).
 SPEED_LAYER = "engine.cpu"
 ENGINE_PROPER = frozenset({
-    "engine.api", "engine.backend", "engine.client", "engine.fake", "engine.lastrow", "engine.penalties",
+    "engine.api", "engine.backend", "engine.client", "engine.fake", "engine.kvdisk", "engine.lastrow", "engine.penalties",
     "engine.precision", "engine.preview", "engine.prompt", "engine.sampling", "engine.session", "engine.snapshots", "engine.textstream",
     "engine.turn", "engine.warmup", "engine.watchdog", "engine.worker",
 })

@@ -242,3 +242,11 @@ def test_the_library_lives_in_the_xdg_data_folder(tmp_path: Path) -> None:
 
     assert data_dir({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "logitscope"
     assert data_dir({"XDG_DATA_HOME": "relative"}) == Path.home() / ".local" / "share" / "logitscope"
+
+
+def test_the_kv_cache_folder_can_be_moved_or_turned_off(tmp_path: Path) -> None:
+    from engine.settings.paths import kv_cache_dir
+
+    assert kv_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == str(tmp_path / "logitscope" / "kv")
+    assert kv_cache_dir({"LOGITSCOPE_KV_CACHE": str(tmp_path / "x")}) == str(tmp_path / "x")
+    assert kv_cache_dir({"LOGITSCOPE_KV_CACHE": "off"}) == ""

@@ -101,8 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.client import Engine
 
         m = loaded.config.model
+        from engine.settings import kv_cache_dir
+
         engine = Engine(max_context=m.max_context, fast_blas=m.fast_blas, compute_dtype=m.compute_dtype,
-                        fast_layers=m.fast_layers)
+                        fast_layers=m.fast_layers, kv_cache_dir=kv_cache_dir())
     app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)  # type: ignore[arg-type]
     tune_gc_for_streaming()
     app.run()

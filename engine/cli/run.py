@@ -187,8 +187,10 @@ def _real_engine(config: Config, spec: str = "") -> EngineAPI:
     if is_gguf_spec(spec):
         return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas,
                           compute_dtype=model.compute_dtype, fast_layers=model.fast_layers)
+    from engine.settings import kv_cache_dir
+
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
-                  fast_layers=model.fast_layers)
+                  fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir())
 
 
 # ---------------------------------------------------------------------------------------------

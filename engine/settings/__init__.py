@@ -28,7 +28,7 @@ from engine.settings.files import (
     read_toml,
     write_toml_atomically,
 )
-from engine.settings.paths import cache_dir, data_dir, state_dir, user_config_dir
+from engine.settings.paths import cache_dir, data_dir, kv_cache_dir, state_dir, user_config_dir
 from engine.settings.safe_text import printable, printable_json, shortened
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "shortened",
     "state_dir",
     "data_dir",
+    "kv_cache_dir",
     "user_config_dir",
     "user_config_path",
     "write_toml_atomically",

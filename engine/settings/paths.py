@@ -35,6 +35,16 @@ def _xdg_dir(env: Mapping[str, str] | None, variable: str, fallback: Path) -> Pa
     return root / "logitscope"
 
 
+def kv_cache_dir(env: Mapping[str, str] | None = None) -> str:
+    """Where recent histories' KV caches go (`engine.kvdisk`): ``$LOGITSCOPE_KV_CACHE`` if set
+    ("off" or "0" turns it off, as the tests do), else ``cache_dir() / "kv"``."""
+    env = os.environ if env is None else env
+    chosen = env.get("LOGITSCOPE_KV_CACHE", "")
+    if chosen.lower() in ("off", "0"):
+        return ""
+    return chosen or str(cache_dir(env) / "kv")
+
+
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_DATA_HOME/logitscope`` (``~/.local/share`` by default): what the user made and keeps
     (the conversation library), unlike the cache (rebuildable) or the state (history)."""

@@ -1,0 +1,75 @@
+"""Recent histories' KV caches on disk (engine.kvdisk): a new engine (a reopened chat, another
+process) starts from the stored cache, gets exactly the reply a cold engine computes, and never
+uses an entry made for another model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from engine_helpers import GREEDY, reply, run
+
+from engine.api import Message
+from engine.client import Engine
+
+HISTORY = "The library keeps every chat as it happens, with every token. " * 8
+
+
+async def _turn(engine: Engine, model: Path, messages: list[Message]) -> tuple[list[int], int]:
+    await engine.load(str(model))
+    events, done = await run(engine, messages, GREEDY)
+    return [e.id for e in events], done.reused_tokens
+
+
+async def _stored(folder: Path) -> None:
+    end = time.monotonic() + 20
+    while not list(folder.glob("*/*.ids.json")) and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+    assert list(folder.glob("*/*.ids.json")), "nothing was written"
+
+
+async def test_a_new_engine_starts_from_the_history_on_disk(chatml_model: Path, tmp_path: Path) -> None:
+    kv = tmp_path / "kv"
+    first = Engine(kv_cache_dir=str(kv))
+    opening = [Message("system", HISTORY), Message("user", "What does it keep?")]
+    try:
+        await first.load(str(chatml_model))
+        _, done = await run(first, opening, GREEDY)
+        await _stored(kv)
+    finally:
+        await first.close()
+    follow_up = [*opening, reply(done), Message("user", "And then?")]
+
+    warm = Engine(kv_cache_dir=str(kv))
+    cold = Engine()
+    try:
+        warm_ids, reused = await _turn(warm, chatml_model, follow_up)
+        cold_ids, cold_reused = await _turn(cold, chatml_model, follow_up)
+    finally:
+        await warm.close()
+        await cold.close()
+    assert cold_reused == 0 and reused >= 256  # the history came from disk, not from a prefill
+    assert warm_ids == cold_ids  # and it is the same history: the same reply, token for token
+
+
+async def test_an_entry_for_another_model_is_never_used(chatml_model: Path, tmp_path: Path) -> None:
+    kv = tmp_path / "kv"
+    messages = [Message("system", HISTORY), Message("user", "hi")]
+    first = Engine(kv_cache_dir=str(kv))
+    try:
+        await _turn(first, chatml_model, messages)
+        await _stored(kv)
+    finally:
+        await first.close()
+    config = chatml_model / "config.json"
+    stat = config.stat()
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # "another" model now
+    again = Engine(kv_cache_dir=str(kv))
+    try:
+        _, reused = await _turn(again, chatml_model, messages)
+    finally:
+        await again.close()
+        os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert reused == 0
