@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import mlx.core as mx
 from mlx_lm.models.cache import (
     KVCache,
     load_prompt_cache,
@@ -74,7 +75,8 @@ class DiskKVCache:
         drop = len(ids) - best_len
         if drop and trim_prompt_cache(cache, drop) != drop:
             return have
-        session.install(cache, list(ids[:best_len]))
+        mx.eval([array for layer in cache for array in (layer.keys, layer.values)])  # read it now: a warm-up
+        session.install(cache, list(ids[:best_len]))  # reads it while the user types, not in the next turn
         os.utime(best[0])  # recently used
         return best_len
 
