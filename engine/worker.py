@@ -134,6 +134,7 @@ class EngineWorker:
         self._session: Session | None = None  # the loaded model and its cache (on the thread only)
         self._watchdog: Watchdog | None = None  # stops a chat template that renders too long
         self._told_blas = False  # a fast BLAS that could not be loaded is said once (the first load's notes)
+        self._turn_unsaved = False  # a turn ran since the KV cache was last written to disk (engine.kvdisk)
         self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
         self._thread.start()
         # A daemon thread left running at interpreter exit can abort the process from MLX's
@@ -199,6 +200,7 @@ class EngineWorker:
                 self._preview(command, self._session)
             else:
                 self._generate(command, self._session)
+                self._turn_unsaved = True
             self._current = None
             self._store_when_idle()
 
@@ -265,11 +267,13 @@ class EngineWorker:
                            self._options.kv_cache_mb * 2**20)
 
     def _store_when_idle(self) -> None:
-        """With nothing queued, write the history's cache to disk (`engine.kvdisk`): off every
-        turn's path, and a command arriving meanwhile waits for one file write at most."""
+        """Once after each turn, when nothing is queued, write the history's cache to disk
+        (`engine.kvdisk`): off every turn's path, once per turn (not per warm-up of a draft being
+        typed), and a command arriving meanwhile waits for one file write at most."""
         session = self._session
-        if session is None or session.disk is None or not self._commands.empty():
+        if not self._turn_unsaved or session is None or session.disk is None or not self._commands.empty():
             return
+        self._turn_unsaved = False
         try:
             session.disk.store(session)
         except Exception:  # noqa: BLE001 - an optimisation: a failed write leaves nothing behind

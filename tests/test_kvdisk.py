@@ -73,3 +73,19 @@ async def test_an_entry_for_another_model_is_never_used(chatml_model: Path, tmp_
         await again.close()
         os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert reused == 0
+
+
+async def test_warming_a_draft_writes_nothing_more(chatml_model: Path, tmp_path: Path) -> None:
+    """One file per turn, not one per warm-up while a message is being typed."""
+    kv = tmp_path / "kv"
+    engine = Engine(kv_cache_dir=str(kv))
+    messages = [Message("system", HISTORY), Message("user", "hi")]
+    try:
+        _, done = await _turn(engine, chatml_model, messages)
+        await _stored(kv)
+        for draft in ("a", "an", "and", "and t"):
+            await engine.prepare([*messages, Message("assistant", "x")], draft)
+        await asyncio.sleep(0.3)
+    finally:
+        await engine.close()
+    assert len(list(kv.glob("*/*.ids.json"))) == 1
