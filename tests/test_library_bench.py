@@ -24,3 +24,14 @@ def test_the_library_section_builds_its_database_and_reports_every_row(tmp_path:
     assert any(label.startswith("screen: key -> filtered rows") for label in labels)
     assert all(row.stat.median > 0 for row in section.rows)
     assert len(Library(tmp_path / "library-bench.sqlite3").entries()) == 21  # 20 built + the streaming save
+
+
+@pytest.mark.slow
+async def test_the_reopen_rows_compare_disk_with_reading_again(chatml_model: Path) -> None:
+    from engine.bench.kvdisk_rows import kvdisk_rows
+
+    section = Section("library", "library")
+    await kvdisk_rows(section, "tiny", str(chatml_model), 300, rounds=1)
+    assert [row.label.split(": ")[-1] for row in section.rows] == [
+        "first token, history read again", "first token, KV cache from disk", "first token"]
+    assert len(section.ratios) == 2

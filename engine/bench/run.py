@@ -95,6 +95,12 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
 
         progress("bench: conversation library (builds 1,000 chats)")
         library_section(sections["library"], scratch, plan.rounds)
+        from engine.bench.kvdisk_rows import kvdisk_rows
+
+        shape = plan.shapes[-1]
+        progress(f"bench: reopening a long chat ({shape}, KV cache on disk)")
+        await kvdisk_rows(sections["library"], shape, _folder_for(shape, scratch, plan.weights_dtype),
+                          plan.history_tokens, plan.rounds)
     header = {**describe(blas, dtype), "native kernels": native.process_status(), "bench model weights": plan.weights_dtype,
               "rounds": plan.rounds}
     return Report(header, list(sections.values()))
