@@ -115,3 +115,19 @@ def test_the_snapshot_is_cheap_and_stays_as_it_was() -> None:
     reply.version.tokens.append(token)  # the reply streams on
     live.append(Node("user", [Version("next")]))
     assert conversation_to_dict(copy) == before
+
+
+async def test_a_damaged_library_is_one_line_and_chatting_goes_on(make_app: AppFactory) -> None:
+    app = make_app()
+    app.library.path.parent.mkdir(parents=True, exist_ok=True)
+    app.library.path.write_bytes(b"not a database, whatever it was" * 200)
+    notes: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.library._report = notes.append
+        await send(app, pilot, "hello")
+        await send(app, pilot, "again")
+        await wait_until(pilot, lambda: bool(notes))
+        assert len(app.controller.conversation.path()) == 4
+        assert notes == [f"Not saved to the library: library {app.library.path}: cannot open: "
+                         "it is damaged (not a readable SQLite database)"]
+    assert app.library.path.read_bytes().startswith(b"not a database")  # never overwritten
