@@ -71,3 +71,30 @@ def test_library_screen_end_to_end(tmux: Tmux) -> None:  # noqa: F811
     tmux.wait_for(lambda s: "penguins in winter" in s)
     tmux.run("send-keys", "-t", "t", "Enter")
     tmux.wait_for(lambda s: "Opened" in s and "penguins in winter" in s)
+
+
+@pytest.mark.slow
+def test_two_apps_write_the_same_library(tmp_path: Path) -> None:
+    """Two app windows chatting at once: both chats are kept and the database is sound."""
+    apps = [Tmux(tmp_path / f"app{n}") for n in range(2)]
+    try:
+        for tmux_n in apps:
+            tmux_n.start(f"LOGITSCOPE_FAKE_DELAY=0.05 {sys.executable} -m tui.cli --fake-engine")
+        for tmux_n in apps:
+            tmux_n.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+        for n, tmux_n in enumerate(apps):
+            tmux_n.type_line(f"window {n} speaking")
+        for tmux_n in apps:
+            tmux_n.wait_for(lambda s: "ready" in s and "reused" in s)
+            tmux_n.type_line("more")
+        for tmux_n in apps:
+            tmux_n.wait_for(lambda s: "ready" in s and "more" in s and "streaming" not in s)
+            tmux_n.run("send-keys", "-t", "t", "C-q")
+        time.sleep(1)
+    finally:
+        for tmux_n in apps:
+            tmux_n.kill()
+    library = Library(data_dir() / "library.sqlite3")
+    assert library.integrity() == "ok"
+    assert sorted(e.title for e in library.entries()) == ["window 0 speaking", "window 1 speaking"]
+    assert all(e.messages == 4 for e in library.entries())
