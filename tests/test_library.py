@@ -250,3 +250,18 @@ def test_the_kv_cache_folder_can_be_moved_or_turned_off(tmp_path: Path) -> None:
     assert kv_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == str(tmp_path / "logitscope" / "kv")
     assert kv_cache_dir({"LOGITSCOPE_KV_CACHE": str(tmp_path / "x")}) == str(tmp_path / "x")
     assert kv_cache_dir({"LOGITSCOPE_KV_CACHE": "off"}) == ""
+
+
+def test_purge_removes_only_chats_deleted_long_enough_ago(tmp_path: Path) -> None:
+    now = [100.0]
+    lib = Library(tmp_path / "lib.db", clock=lambda: now[0])
+    old, recent, kept = (lib.save(_doc(q, "a")) for q in ("old", "recent", "kept"))
+    lib.delete(old)
+    now[0] = 200.0
+    lib.delete(recent)
+    assert lib.purge(older_than=50) == 1
+    with pytest.raises(LibraryError):
+        lib.load(old)
+    lib.restore(recent)
+    assert sorted(e.title for e in lib.entries()) == ["kept", "recent"]
+    assert lib.integrity() == "ok"

@@ -30,6 +30,7 @@ from tui.model.fileformat import conversation_from_dict, conversation_to_dict
 
 POLL_S = 0.5  # how soon an edit, delete or flip (which post no message) reaches the library
 STREAM_S = 2.0  # a streaming reply is committed at least this often
+PURGE_AFTER_S = 30 * 86_400  # a deleted chat can be undone this long (across restarts), then goes
 LAST_ID = "last_id"  # the chat saved last, so a resumed copy of it continues its row
 SAVE_NOW = (msg.GenerationStarted, msg.GenerationFinished, msg.GenerationFailed)
 Post = Callable[[TextualMessage], object]
@@ -169,6 +170,7 @@ class LibrarySync:
         if self._library is None:
             library = Library(self.path, timeout=1.0)
             _, skipped = import_legacy(library, self._state_folder, _normalize)
+            library.purge(older_than=PURGE_AFTER_S)
             if skipped:
                 self._problem(f"{len(skipped)} old saved chats could not be imported; the first: {skipped[0]}")
             self._library = library

@@ -217,4 +217,7 @@ async def reopen(app: LogitscopeApp, chat_id: str) -> None:
         return
     app.library.adopt(conversation, chat_id)
     app.chat_screen._show_new_conversation()
-    app.notify(f"Opened “{title}” ({len(conversation.path())} messages).")
+    model = app.controller.model_folder
+    foreign = any(v.tokens is not None and not v.ids_fit(model) for n in conversation.iter_nodes() for v in n.versions)
+    note = " Its replies came from another model: they continue as text." if foreign else ""
+    app.notify(f"Opened “{title}” ({len(conversation.path())} messages).{note}")
