@@ -204,6 +204,8 @@ def test_the_tui_section_adds_the_app_rows_for_a_model(monkeypatch: pytest.Monke
             return {"stream_tps": 5000.0, "backlog_s": 1e-4, "key_ms_median": 15.0, "key_ms_max": 25.0}
         if args[0] == "startup":
             return {"first_paint_s": 0.4, "model_loaded_s": 1.5}
+        if args[0] == "previews":
+            return {"key_ms_median": 20.0, "key_ms_max": 30.0, "presses": 10}
         return {"first_token_ms": 70.0, "engine_ttft_ms": 50.0, "decode_tps": 44.0}
 
     monkeypatch.setattr(module, "_probe", probe)
@@ -213,6 +215,7 @@ def test_the_tui_section_adds_the_app_rows_for_a_model(monkeypatch: pytest.Monke
     assert rows["in the app: Enter -> first token, real engine (30m)"].stat.median == 70.0
     assert rows["in the app: the engine's own TTFT, same turns (30m)"].unit == "ms"
     assert rows["in the app: decode while it draws, 10 candidates (30m)"].unit == "tok/s"
+    assert rows["key -> screen while 3 previews compute (worst, 30m)"].stat.median == 30.0
     assert [c for c in calls if c[0] == "app"] == [("app", "--model", "/models/30m", "--turns", "6", "--tokens", "200")] * 2
     plain = Section("tui", "TUI")
     module.tui_section(plain, 1, 100)
