@@ -81,7 +81,7 @@ async def test_warming_a_draft_writes_nothing_more(chatml_model: Path, tmp_path:
     engine = Engine(kv_cache_dir=str(kv))
     messages = [Message("system", HISTORY), Message("user", "hi")]
     try:
-        _, done = await _turn(engine, chatml_model, messages)
+        await _turn(engine, chatml_model, messages)
         await _stored(kv)
         for draft in ("a", "an", "and", "and t"):
             await engine.prepare([*messages, Message("assistant", "x")], draft)

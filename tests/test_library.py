@@ -255,7 +255,7 @@ def test_the_kv_cache_folder_can_be_moved_or_turned_off(tmp_path: Path) -> None:
 def test_purge_removes_only_chats_deleted_long_enough_ago(tmp_path: Path) -> None:
     now = [100.0]
     lib = Library(tmp_path / "lib.db", clock=lambda: now[0])
-    old, recent, kept = (lib.save(_doc(q, "a")) for q in ("old", "recent", "kept"))
+    old, recent, _kept = (lib.save(_doc(q, "a")) for q in ("old", "recent", "kept"))
     lib.delete(old)
     now[0] = 200.0
     lib.delete(recent)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
+from conftest import AppFactory
+from tui_helpers import SIZE, palette_run, send, wait_until
+
 from engine.settings import data_dir
 from tui.library_actions import EXPORT_FOLDER
 from tui.model.fileformat import conversation_from_dict, conversation_to_dict
-from tui_helpers import SIZE, palette_run, send, wait_until
-
-from conftest import AppFactory
 
 
 async def test_copy_the_selected_token_and_the_message(make_app: AppFactory) -> None:

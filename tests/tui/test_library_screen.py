@@ -7,14 +7,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from conftest import AppFactory
+from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
+
 from engine.api import Candidate, SamplingParams, TokenEvent
 from engine.library import Library
 from tui.model.conversation import Conversation, Node, Version
 from tui.model.fileformat import conversation_to_dict
 from tui.screens.library import LibraryScreen
-from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
-
-from conftest import AppFactory
 
 
 def _chat(question: str, answer: str) -> Conversation:

@@ -128,6 +128,6 @@ async def test_a_damaged_library_is_one_line_and_chatting_goes_on(make_app: AppF
         await send(app, pilot, "again")
         await wait_until(pilot, lambda: bool(notes))
         assert len(app.controller.conversation.path()) == 4
-        assert notes == [f"Not saved to the library: library {app.library.path}: cannot open: "
-                         "it is damaged (not a readable SQLite database)"]
+        assert notes == [(f"Not saved to the library: library {app.library.path}: cannot open: "
+                          "it is damaged (not a readable SQLite database)")]
     assert app.library.path.read_bytes().startswith(b"not a database")  # never overwritten
