@@ -205,7 +205,8 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
     config.write_text('[model]\nmax_context = 1234\nfast_blas = false\ncompute_dtype = "float16"\n'
                       "trust_remote_code = true\nfast_layers = false\n", encoding="utf-8")
     assert cli.main(["--config", str(config)]) == 0
-    assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16", "fast_layers": False}]
+    assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16", "fast_layers": False,
+                      "kv_cache_dir": ""}]  # the suite turns the disk KV cache off (conftest)
     assert ran == [True]
 
 
