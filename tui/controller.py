@@ -263,13 +263,21 @@ class ChatController:
         if not cached.cancelled() and cached.exception() is None and cached.result() > 0:
             self._post(msg.ContextMeasured(cached.result()))
 
-    def resume(self, conversation: Conversation) -> bool:
-        """Continue `conversation` (one saved earlier); not while a reply runs."""
+    def resume(self, conversation: Conversation) -> str | None:
+        """Continue `conversation` (one saved earlier); returns why not (one line), else None.
+
+        Not while a reply runs, and not a conversation holding ids this model does not have: it
+        is refused whole, before it replaces the live chat.
+        """
         if self.busy:
-            return False
+            return "Busy: Esc stops the reply first."
+        info = self.engine.model
+        unfit = conversation.unfit_token(self.model_folder, info.vocab_size) if info and info.vocab_size > 0 else None
+        if unfit is not None:
+            return f"Not opened: {unfit}. The chat you have stays."
         self.conversation, self._left_out = conversation, 0
         self.prepare()  # its history is cached while the user types the next message
-        return True
+        return None
 
     def _start(self, node: Node, version: Version, request: GenerateRequest) -> bool:
         self._streaming = node

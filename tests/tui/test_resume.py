@@ -3,6 +3,7 @@ reused only with the model that produced them (another model's ids would mean ot
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,28 @@ async def test_nothing_saved_or_a_broken_file_is_one_line(make_app: Any, tmp_pat
         assert all("\n" not in n for n in _notes(app))
         assert app.controller.conversation.root is None
         assert app.screen.query_one(Transcript).cursor is None
+
+
+async def test_a_file_holding_a_token_id_the_model_does_not_have_is_refused_whole(make_app: Any) -> None:
+    """A saved reply of this model whose ids do not fit its vocabulary (a hostile or damaged file):
+    the file is refused before it replaces anything, in one line naming the id, and the live chat
+    stays. (The engine would refuse the turn too, but only after the chat had been replaced.)"""
+    await chat_and_quit(make_app)
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the live chat")
+        live = app.controller.conversation
+        saved = last_conversation_path(app.save_dir)
+        text = saved.read_text(encoding="utf-8")
+        data = json.loads(text)
+        reply = next(n for n in data["nodes"] if n["role"] == "assistant")
+        reply["versions"][0]["tokens"][-1]["id"] = 999_999  # the scripted model has 32,000
+        saved.write_text(json.dumps(data), encoding="utf-8")
+        await palette_run(pilot, "Resume last")
+        await pilot.pause()
+        if app.screen is not app.chat_screen:  # asked what to do with the live chat: go on
+            await pilot.press("d")
+        await wait_until(pilot, lambda: any("999999" in n for n in _notes(app)))
+        assert app.controller.conversation is live
+        note = next(n for n in _notes(app) if "999999" in n)
+        assert "\n" not in note and "0..31999" in note

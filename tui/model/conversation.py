@@ -150,6 +150,26 @@ class Conversation:
             yield node
             stack.extend(v.child for v in reversed(node.versions) if v.child is not None)
 
+    def unfit_token(self, model: str | None, vocab_size: int) -> str | None:
+        """One line naming the first id (a token or a candidate) of `model`'s replies outside
+        ``0..vocab_size-1``, else None.
+
+        Why: a file is checked whole against the model it will run on before it replaces the live
+        chat; such an id (a damaged or hostile file) would be refused by the engine at the next
+        turn, after the chat had already been thrown away. Other models' replies continue as text,
+        so their ids are never sent and not checked.
+        """
+        for number, node in enumerate(self.iter_nodes(), 1):
+            for version in node.versions:
+                if version.tokens is None or not version.ids_fit(model):
+                    continue
+                for token in version.tokens:
+                    for token_id in (token.id, *(c.id for c in token.candidates)):
+                        if not 0 <= token_id < vocab_size:
+                            return (f"message {number} ({node.role}) holds token id {token_id}, "
+                                    f"not in 0..{vocab_size - 1} for this model")
+        return None
+
     # --- serialisation: plain JSON-able dicts (`tui.model.fileformat`, which checks a file whole)
 
     def to_dict(self) -> dict[str, Any]:

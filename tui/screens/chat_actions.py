@@ -154,8 +154,9 @@ class ConversationActions(Screen[None]):
         self.replace_chat("Resume the saved chat", lambda: self._resumed(conversation))
 
     def _resumed(self, conversation: Conversation) -> None:
-        if not self.controller.resume(conversation):
-            self.notify("Busy: Esc stops the reply first.")
+        refused = self.controller.resume(conversation)
+        if refused is not None:
+            self.notify(refused, severity="warning", timeout=15)
             return
         self._show_new_conversation()
         model = self.controller.model_folder

@@ -212,8 +212,9 @@ async def reopen(app: LogitscopeApp, chat_id: str) -> None:
     except (LibraryError, ValueError) as exc:
         app.notify(f"Could not open the chat: {str(exc).splitlines()[0]}", severity="error", timeout=15)
         return
-    if not app.controller.resume(conversation):
-        app.notify("Busy: Esc stops the reply first.")
+    refused = app.controller.resume(conversation)
+    if refused is not None:
+        app.notify(refused, severity="warning", timeout=15)
         return
     app.library.adopt(conversation, chat_id)
     app.chat_screen._show_new_conversation()
