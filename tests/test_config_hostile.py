@@ -210,8 +210,9 @@ def test_a_key_spelt_another_way_is_the_same_key(tmp_path: Path) -> None:
                         f"{path}:3: [keys] param.seed.down: '[' is already the key of branch.prev; ignored"]
 
 
-async def test_start_up_shows_at_most_twenty_config_toasts(tmp_path: Path) -> None:
-    """Each file's lines are capped; many bad theme files (one line each) are counted too."""
+async def test_start_up_shows_one_config_toast_and_f1_lists_them(tmp_path: Path) -> None:
+    """Each file's lines are capped; many bad theme files (one line each) are counted too. One
+    toast says the first and how many more; F1 lists every line."""
     from engine.fake import ScriptedEngine
     from tui.app import LogitscopeApp
 
@@ -222,8 +223,12 @@ async def test_start_up_shows_at_most_twenty_config_toasts(tmp_path: Path) -> No
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         notes = [n.message for n in app._notifications]
-    assert len(notes) == MAX_PROBLEMS + 1 and notes[0].startswith(f"{config}:2: [ui] nope")
-    assert notes[-1] == "21 more config problems not shown"
+        await pilot.press("f1")
+        await pilot.pause()
+        listed = str(app.screen.query_one("#problems").render())
+    assert len(notes) == 1 and notes[0].startswith(f"{config}:2: [ui] nope")
+    assert notes[0].endswith("(and 40 more: F1 lists them)")
+    assert listed.startswith("Config problems (41)") and listed.count("\n• ") == 41
 
 
 def test_locating_stays_linear_for_key_like_lines_in_a_string(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from engine.models import list_local_models, normalise_spec, record_recent
 from engine.api import EngineAPI
 from engine.library import DB_NAME
 from engine.settings import (
-    MAX_PROBLEMS,
     ConfigError,
     LoadedConfig,
     data_dir,
@@ -45,6 +44,9 @@ from tui.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_
 
 QUIT_WAIT_S = 2.0  # the longest quitting waits for the engine: a stuck engine thread never keeps the app
 TERMINATED = 128 + signal.SIGTERM  # the exit status after SIGTERM, as a shell reports a signalled job
+
+
+FEW_PROBLEMS = 3  # config problems shown as toasts one by one; more become one summary toast
 
 
 class LogitscopeApp(LibraryActions, App[None]):
@@ -74,6 +76,7 @@ class LogitscopeApp(LibraryActions, App[None]):
         self.config_dir = config_dir if config_dir is not None else config.user_path.parent
         self.save_dir = save_dir if save_dir is not None else state_dir()
         self.keymap: dict[str, str] = {}
+        self.config_problems: list[str] = []  # every config line that went wrong, for F1
         self.library = LibrarySync(library_path or data_dir() / DB_NAME, self.save_dir,
                                    lambda: self.controller.conversation, lambda: self.model_spec,
                                    lambda line: self.notify(line, title="Library", severity="warning", timeout=10))
@@ -118,10 +121,12 @@ class LogitscopeApp(LibraryActions, App[None]):
         self.call_after_refresh(self._start_load, self.model_spec)
 
     def _show_config_problems(self, lines: list[str]) -> None:
-        """One toast per problem, twenty at most (each file's list is capped already; forty bad
-        theme files are forty lines), then how many more there were."""
-        more = len(lines) - MAX_PROBLEMS
-        for line in lines[:MAX_PROBLEMS] + ([f"{more} more config problems not shown"] if more > 0 else []):
+        """A toast per problem when there are a few; more, and one toast says the first and how
+        many more, which F1 lists (a bad config stacked ~36 toasts over the screen for 20 s)."""
+        self.config_problems = lines
+        if len(lines) > FEW_PROBLEMS:
+            lines = [f"{lines[0]} (and {len(lines) - 1} more: F1 lists them)"]
+        for line in lines:
             self.notify(line, title="Config", severity="warning", timeout=20)
 
     # --- models
@@ -234,7 +239,7 @@ class LogitscopeApp(LibraryActions, App[None]):
                        timeout=timeout, markup=False)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.keymap))
+        self.push_screen(HelpScreen(self.keymap, self.config_problems))
 
     def action_next_theme(self) -> None:
         """Cycle: logitscope's own themes first, then Textual's."""

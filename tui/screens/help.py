@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from tui.bindings import key_table
+from tui.safe_text import printable
 
 # Two lines each, in the words of engine/api.py's definitions.
 NUMBERS = (
@@ -42,16 +43,21 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen DataTable { height: 1fr; }
     HelpScreen #numbers-box { height: auto; max-height: 60%; scrollbar-size-vertical: 1; }
     HelpScreen #numbers { height: auto; padding: 0 1 1 1; }
+    HelpScreen #problems { height: auto; padding: 0 1 1 1; color: $warning; }
     """
     BINDINGS = [Binding("escape,f1,q", "app.pop_screen", "Close", id="help.close", tooltip="Close help")]
 
-    def __init__(self, keymap: dict[str, str]) -> None:
+    def __init__(self, keymap: dict[str, str], problems: list[str] | None = None) -> None:
+        """`problems`: the config's problem lines, listed first (start-up shows only one toast)."""
         super().__init__()
         self.keymap = keymap
+        self.problems = problems or []
 
     def compose(self) -> ComposeResult:
         with Vertical():
             with VerticalScroll(id="numbers-box"):  # a small terminal scrolls it, the keys stay
+                if self.problems:
+                    yield Static(problems_text(self.problems), id="problems")
                 yield Static(numbers_text(), id="numbers")
             yield Label(" Keys — rebind any of them by id in \\[keys] of config.toml. Esc closes.")
             yield DataTable(zebra_stripes=True, cursor_type="row")
@@ -62,6 +68,14 @@ class HelpScreen(ModalScreen[None]):
         for binding_id, key, description, where in key_table(self.keymap):
             table.add_row(key_display(self.app, key), description, _WHERE.get(where, where), binding_id)
         table.focus()
+
+
+def problems_text(problems: list[str]) -> Text:
+    """The config's problems, one per line: they quote the user's files, so shown literally."""
+    text = Text(f"Config problems ({len(problems)})", style="bold")
+    for line in problems:
+        text.append(f"\n• {printable(line)}")
+    return text
 
 
 def key_display(app: App[object], keys: str) -> str:
