@@ -126,6 +126,16 @@ class LibrarySync:
             self._write(*job)
         self._say()
 
+    def kept(self) -> bool:
+        """Commit the live chat now, on this thread (it is about to be replaced): whether it is in
+        the library. False (the reason said in one line) when the library cannot take it, so the
+        caller asks the user instead of losing the chat."""
+        job = self._snapshot(False)
+        if job is not None:
+            self._write(*job)
+        self._say()
+        return self._last_problem is None and self.conversation_id is not None
+
     def _snapshot(self, force: bool) -> tuple[Conversation, Conversation] | None:
         conversation = self._conversation()
         if conversation is not self._tracked:

@@ -172,13 +172,44 @@ async def test_edit_an_earlier_message_and_resend_from_there(make_app: Any) -> N
         assert len(app.controller.conversation.path()) == 6
 
 
-# --- nothing is replaced without asking
+# --- nothing is replaced without keeping it: in the library, or asking when the library cannot
+
+
+def _lock_library(app: Any) -> Any:
+    """Hold the library's write lock, so saving to it fails (after its 1 s busy timeout)."""
+    import sqlite3
+
+    from engine.library import Library
+
+    Library(app.library.path).close()
+    holder = sqlite3.connect(app.library.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+async def test_ctrl_n_keeps_the_chat_in_the_library_without_asking(make_app: Any) -> None:
+    from engine.library import Library
+    from tui.screens.replace_chat import ReplaceChatDialog
+
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "keep me")
+        await pilot.press("ctrl+n")
+        await wait_until(pilot, lambda: app.controller.conversation.root is None)
+        assert not isinstance(app.screen, ReplaceChatDialog)
+        assert any("in the library" in n for n in _notes(app))
+        library = Library(app.library.path)
+        try:
+            assert [e.title for e in library.entries()] == ["keep me"]
+        finally:
+            library.close()
 
 
 async def test_ctrl_n_asks_first_and_esc_keeps_the_chat(make_app: Any) -> None:
     from tui.screens.replace_chat import ReplaceChatDialog
 
     app = make_app(ScriptedEngine())
+    _lock = _lock_library(app)
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "keep me")
         live = app.controller.conversation
@@ -198,6 +229,7 @@ async def test_save_and_continue_keeps_the_chat_in_a_file(make_app: Any, tmp_pat
     from tui.screens.replace_chat import ReplaceChatDialog
 
     app = make_app(ScriptedEngine())
+    _lock = _lock_library(app)
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "keep me")
         await pilot.press("ctrl+n")
@@ -217,6 +249,7 @@ async def test_resume_asks_before_replacing_the_live_chat(make_app: Any, tmp_pat
 
     await chat_and_quit(make_app)
     app = make_app(ScriptedEngine())
+    _lock = _lock_library(app)
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "the live one")
         await pilot.press("ctrl+l")

@@ -69,7 +69,7 @@ class ConversationActions(Screen[None]):
                 return
             after = len(path) - index - 1
             what = f"Delete message {index + 1}" + (f" and the {after} after it" if after else "")
-            self.replace_chat(what, lambda: self._delete(path[index]))
+            self.ask_to_keep(what, lambda: self._delete(path[index]))
         self.app.push_screen(MessagePicker("Delete which message (and what follows)?", path), picked)
 
     def _delete(self, node: Node) -> None:
@@ -89,12 +89,24 @@ class ConversationActions(Screen[None]):
         self._show_new_conversation()
 
     def replace_chat(self, action: str, then: Callable[[], None]) -> None:
-        """Run `then` (which replaces the live chat) once the user chose: save the chat to a file
-        of its own first, discard it, or cancel. An empty chat is replaced without a question."""
+        """Run `then` (which replaces the live chat) once the chat is kept: in the library,
+        committed now, without a question; when the library cannot take it, once the user chose to
+        save it to a file of its own, discard it, or cancel. An empty chat is simply replaced."""
         conversation = self.controller.conversation
         if conversation.root is None:
             then()
             return
+        if self.app.library.kept():  # type: ignore[attr-defined]
+            then()
+            self.notify("The chat you had is in the library (Ctrl+G).")
+            return
+        self.ask_to_keep(action, then)
+
+    def ask_to_keep(self, action: str, then: Callable[[], None]) -> None:
+        """Run `then` once the user chose: save the chat to a file of its own first, discard it,
+        or cancel. Also for cutting the live chat itself (a delete), which the library, saving the
+        live chat as it changes, would not keep."""
+        conversation = self.controller.conversation
 
         def chosen(choice: str | None) -> None:
             if choice == SAVE and not self._keep(conversation):

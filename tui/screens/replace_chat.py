@@ -1,8 +1,11 @@
-"""Ask before the live conversation is replaced (a new chat, a resumed one).
+"""Ask before the live conversation is lost: replaced (a new chat, a resumed one) while the
+library cannot keep it, or cut (a delete).
 
-Until there is a conversation library, replacing a chat without a word lost it for good (after
-Ctrl+L then Ctrl+Q the chat that was live was in no file). This dialog offers to keep it in a
-file of its own first, to drop it, or to change nothing.
+A chat is normally committed to the conversation library before it is replaced, and nothing is
+asked. When the library cannot take it (locked, read-only, damaged), or when the live chat itself
+is cut (the library follows the live chat, so it would not keep the old version), going on without
+a word would lose it for good: this dialog offers to keep it in a file of its own first, to drop
+it, or to change nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ class ReplaceChatDialog(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(literal(f"{self.action}? The current chat ({self.messages} messages) is not saved."))
+            yield Label(literal(f"{self.action}? The chat as it is now ({self.messages} messages) is in no "
+                                 "library or file."))
             yield Label("S saves it to a file first, D discards it, Esc keeps it.", classes="hint")
             with Horizontal():
                 yield Button("Cancel", id="cancel")
