@@ -127,3 +127,23 @@ async def test_notifications_never_cover_the_panels(make_app: Any, size: tuple[i
         toast = app.screen.query(Toast).first().region
         for panel in (app.screen.query_one(CandidatesPanel), app.screen.query_one(ParamsPanel)):
             assert not toast.overlaps(panel.region), (panel, toast)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (99, 30), (100, 30)])
+async def test_previews_never_squeeze_the_candidates_panel(make_app: Any, size: tuple[int, int]) -> None:
+    """Found in tmux at 80x24: the "what if" panel took the row under the chat, leaving the
+    candidates panel 4 columns and the parameters none (its narrow-layout rule was scoped to the
+    widget, so it never matched). Under the chat there is no room for it; beside the chat there is."""
+    from tui.widgets.previews import PreviewsPanel
+
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        await send(app, pilot, "hi")
+        app.screen.query_one(PreviewsPanel).rows = (("a", " b c", True), ("x", " y", False))
+        await pilot.pause()
+        candidates = app.screen.query_one(CandidatesPanel).region
+        previews = app.screen.query_one(PreviewsPanel).region
+        assert candidates.width >= 40
+        assert bool(previews.area) == (size[0] >= 100)
+        if previews.area:
+            assert not previews.overlaps(candidates)

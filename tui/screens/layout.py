@@ -36,6 +36,7 @@ ChatScreen.-narrow #chat {{ height: 1fr; }}
 ChatScreen.-narrow #side {{ width: 1fr; height: {SIDE_ROWS}; layout: horizontal; }}
 ChatScreen.-narrow #side > CandidatesPanel {{ width: 1fr; height: 1fr; }}
 ChatScreen.-narrow #side > ParamsPanel {{ width: 34; height: 1fr; }}
+ChatScreen.-narrow #side > PreviewsPanel {{ display: none; }}
 ChatScreen.-tight #side > ParamsPanel {{ display: none; }}
 ChatScreen.-tight.-params-first #side > ParamsPanel {{ display: block; width: 1fr; }}
 ChatScreen.-tight.-params-first #side > CandidatesPanel {{ display: none; }}

@@ -19,12 +19,12 @@ CANDIDATE_CHARS = 10
 
 
 class PreviewsPanel(Widget):
-    """One line per previewed candidate: ``candidate → continuation…``; hidden while empty."""
+    """One line per previewed candidate: ``candidate → continuation…``; hidden while empty, and
+    in the narrow layouts (`tui.screens.layout`: the row under the chat has no room for it)."""
 
     DEFAULT_CSS = """
     PreviewsPanel { height: auto; max-height: 8; border: round $border-blurred; padding: 0 1; display: none; }
     PreviewsPanel.-shown { display: block; }
-    ChatScreen.-narrow PreviewsPanel { display: none; }
     """
 
     rows: reactive[tuple[PreviewLine, ...]] = reactive((), layout=True)
