@@ -2,18 +2,21 @@
 
 Nothing in this package imports Textual. The tree shows the architecture (docs/architecture.md):
 
-- the engine proper, at this level: the contract (`api`), the engine thread and its async facade
-  (`worker`, `client`), a turn (`turn`, `session`, `prompt`, `warmup`, `lastrow`, `precision`),
+- the engine proper, at this level: the contract (`api`), the engine thread, its commands and its
+  async facade (`worker`, `commands`, `client`, `watchdog`), a turn (`turn`, `session`,
+  `snapshots`, `prompt`, `warmup`, `lastrow`, `precision`, `kvdisk`), what-if previews (`preview`),
   sampling (`sampling`, `penalties`), text (`textstream`), which backend runs (`backend`), and the
   test double (`fake`);
 - `cpu/`: the CPU speed layer, entered only through `engine.cpu.install` and never imported on a
   GPU backend;
 - `models/`: where models come from (the demo, folders, the hub) and loading them;
 - `settings/`: the config files and where logitscope keeps its files;
+- `library/`: the conversation library (SQLite), shared by the app and `logitscope run`;
+- `remote/` and `gguf/`: two more `EngineAPI`s, over HTTP and on llama.cpp;
 - `cli/`: the headless `logitscope run`; `bench/`: `logitscope bench`.
 
 The public surface for a front end is `engine.api` (plain data and the `EngineAPI` protocol),
-`engine.client.Engine` (the real implementation), `engine.fake` (the scripted one) and the public
-names of `engine.settings` and `engine.models`. MLX itself is only imported on the engine thread,
-so importing this package stays cheap.
+the engines (`engine.client.Engine`, `engine.remote`, `engine.gguf`, `engine.fake`'s scripted one)
+and the public names of `engine.settings`, `engine.models` and `engine.library`. MLX itself is only
+imported on the engine thread, so importing this package stays cheap.
 """

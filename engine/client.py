@@ -28,17 +28,8 @@ from engine.api import (
     TurnControl,
     TurnFinished,
 )
-from engine.worker import (
-    CLOSE_WAIT_S,
-    CountCommand,
-    EngineOptions,
-    EngineWorker,
-    GenerateCommand,
-    LoadCommand,
-    PrepareCommand,
-    PreviewCommand,
-    Sink,
-)
+from engine.commands import CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, Sink
+from engine.worker import CLOSE_WAIT_S, EngineOptions, EngineWorker
 
 
 class Engine:

@@ -16,18 +16,22 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Union
+from typing import TYPE_CHECKING, Any
 
 from engine.api import (
     EngineError,
-    GenerateRequest,
-    LoadProgress,
-    Message,
     ModelInfo,
     ModelLoadError,
-    PreviewRequest,
-    TurnControl,
     check_token_ids,
+)
+from engine.commands import (
+    Command,
+    CountCommand,
+    GenerateCommand,
+    LoadCommand,
+    PrepareCommand,
+    PreviewCommand,
+    StopCommand,
 )
 from engine.models import one_line
 from engine.models.context import ContextLimit, model_context_limit
@@ -38,69 +42,7 @@ if TYPE_CHECKING:
     from engine.models import LoadedModel
     from engine.session import Session
 
-Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
 CLOSE_WAIT_S = 2.0  # the longest closing waits for the engine thread (a daemon: it cannot hold the exit)
-
-
-@dataclass(frozen=True)
-class LoadCommand:
-    """Load `spec` on the thread; the ModelInfo (or an EngineError) goes to `sink`, news to `on_progress`."""
-
-    spec: str
-    trust_remote_code: bool
-    on_progress: Callable[[LoadProgress], None]
-    sink: Sink
-
-
-@dataclass(frozen=True)
-class GenerateCommand:
-    """Run one turn; `sink` gets each TokenEvent, then the TurnFinished or an EngineError.
-
-    `control` is the caller's handle on the running turn (live parameters, cancel).
-    """
-
-    request: GenerateRequest
-    control: TurnControl
-    sink: Sink
-
-
-@dataclass(frozen=True)
-class PrepareCommand:
-    """Prefill what the next turn after `messages` will share, its user message starting with
-    `draft` (`engine.warmup`); `done` gets how many of those ids the cache then holds (0 when
-    nothing could be warmed)."""
-
-    messages: tuple[Message, ...]
-    draft: str
-    done: Callable[[int], None]
-
-
-@dataclass(frozen=True)
-class CountCommand:
-    """Count the tokens of the prompt that answering `messages` would take; `sink` gets the
-    count (an int) or an EngineError."""
-
-    messages: tuple[Message, ...]
-    sink: Sink
-
-
-@dataclass(frozen=True)
-class PreviewCommand:
-    """Preview candidates (`engine.preview`); `sink` gets each PreviewToken, then the
-    PreviewFinished or an EngineError. It gives way as soon as another command is queued or
-    `cancelled` is set (the caller left)."""
-
-    request: PreviewRequest
-    cancelled: threading.Event
-    sink: Sink
-
-
-@dataclass(frozen=True)
-class StopCommand:
-    """Ends the thread after everything queued before it."""
-
-
-Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, PreviewCommand, StopCommand]
 
 
 @dataclass(frozen=True)

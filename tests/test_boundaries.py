@@ -59,7 +59,7 @@ def test_importing_the_tui_and_engine_client_leaves_mlx_unloaded() -> None:
 # The engine's three jobs, each in its own place (docs/architecture.md).
 SPEED_LAYER = "engine.cpu"
 ENGINE_PROPER = frozenset({
-    "engine.api", "engine.backend", "engine.client", "engine.fake", "engine.kvdisk", "engine.lastrow", "engine.penalties",
+    "engine.api", "engine.backend", "engine.client", "engine.commands", "engine.fake", "engine.kvdisk", "engine.lastrow", "engine.penalties",
     "engine.precision", "engine.preview", "engine.prompt", "engine.sampling", "engine.session", "engine.snapshots", "engine.textstream",
     "engine.turn", "engine.warmup", "engine.watchdog", "engine.worker",
 })
@@ -134,7 +134,7 @@ def test_the_remote_engine_needs_no_mlx_and_only_the_contract_and_settings() -> 
         f"{path.relative_to(ROOT)} imports {module}"
         for path in sorted((ROOT / "engine" / "remote").rglob("*.py"))
         for module, _ in _engine_imports(path)
-        if not _in(module, REMOTE) and module not in ("engine.api", "engine.prompt", "engine.settings.config")
+        if not _in(module, REMOTE) and module not in ("engine.api", "engine.prompt", "engine.settings.sections")
     ]
     assert offenders == []
     assert _offenders("engine/remote", {"mlx", "mlx_lm"}) == []

@@ -8,7 +8,6 @@ import io
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 

@@ -24,7 +24,7 @@ async def test_section_compares_every_file_type(tmp_path: Path) -> None:
     await gguf_section(section, ("2m",), tmp_path, rounds=1, tokens=4, prompt_words=8, threads=1)
     labels = " | ".join(row.label for row in section.rows)
     for kind in ("Q4_0", "Q8_0", "F16"):
-        assert f"ours decode, 10 candidates (2m {kind}" in labels and f"llama.cpp prefill" in labels
+        assert f"ours decode, 10 candidates (2m {kind}" in labels and "llama.cpp prefill" in labels
     targets = {ratio.label: ratio.target for ratio in section.ratios}
     assert targets["ours / llama.cpp decode (2m Q4_0)"] == ">= 0.9"
     assert targets["ours / llama.cpp prefill (2m F16)"] == ">= 0.95"

@@ -130,7 +130,7 @@ def test_json_output_never_holds_a_bare_nan(nan_model: Path, tmp_path: Path) -> 
 def test_json_records_write_impossible_values_as_null() -> None:
     """A remote or scripted engine may still send a non-finite number: the line stays strict JSON."""
     from engine.api import Candidate
-    from engine.cli.run import token_record
+    from engine.cli.output import token_record
 
     event = TokenEvent(0, 5, "a", "a", -1.0, NAN, 1, 0.5, (Candidate(6, "b", -INF, NAN),))
     line = json.dumps(token_record(1, event), allow_nan=False)

@@ -12,7 +12,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 
 from engine.api import Candidate, Message, SamplingParams, TokenEvent
-from engine.cli.run import Printer
+from engine.cli.output import Printer
 from engine.remote.events import UNKNOWN_ID
 from tui.model.context import Fit, fit
 from tui.model.conversation import Conversation, Node, Version

@@ -27,7 +27,7 @@ from engine.api import (
 from engine.cli.run import main as run_main
 from engine.remote import HttpOptions, RemoteEngine, remote_engine
 from engine.settings import load_config
-from engine.settings.config import EngineConfig
+from engine.settings.sections import EngineConfig
 from tui.cli import main as tui_main
 
 HELLO = GenerateRequest((Message("user", "hi"),), SamplingParams(temperature=0.0, candidates=5))

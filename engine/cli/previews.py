@@ -41,7 +41,7 @@ class PreviewSpec:
 
 
 class TokenPrinter(Protocol):
-    """What of `engine.cli.run.Printer` this module uses."""
+    """What of `engine.cli.output.Printer` this module uses."""
 
     def token(self, turn: int, event: TokenEvent, previews: list[dict[str, Any]] | None = None) -> None: ...
 

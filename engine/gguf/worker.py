@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from engine.api import EngineError, ModelInfo, ModelLoadError
 from engine.models import one_line
 from engine.watchdog import Watchdog, bound_template
-from engine.worker import EngineOptions, EngineWorker, LoadCommand, PreviewCommand, _clipped
+from engine.commands import LoadCommand, PreviewCommand
+from engine.worker import EngineOptions, EngineWorker, _clipped
 
 if TYPE_CHECKING:
     from engine.gguf.load import LoadedGguf

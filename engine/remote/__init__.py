@@ -9,7 +9,7 @@ import os
 
 from engine.remote.engine import RemoteEngine
 from engine.remote.http import HttpOptions, normalise_url
-from engine.settings.config import EngineConfig
+from engine.settings.sections import EngineConfig
 
 __all__ = ["HttpOptions", "RemoteEngine", "remote_engine"]
 

@@ -4,18 +4,7 @@ their one-line problems (`files`), and where logitscope keeps its files (`paths`
 The names below are the package's public surface; the TUI uses only these.
 """
 
-from engine.settings.config import (
-    COMPUTE_DTYPES,
-    Config,
-    LoadedConfig,
-    PreviewConfig,
-    ModelConfig,
-    UIConfig,
-    default_config_path,
-    load_config,
-    save_settings,
-    user_config_path,
-)
+from engine.settings.config import default_config_path, load_config, save_settings, user_config_path
 from engine.settings.files import (
     MAX_PROBLEMS,
     ConfigError,
@@ -28,11 +17,23 @@ from engine.settings.files import (
     read_toml,
     write_toml_atomically,
 )
+from engine.settings.sections import (
+    COMPUTE_DTYPES,
+    ChatConfig,
+    Config,
+    EngineConfig,
+    LoadedConfig,
+    ModelConfig,
+    PreviewConfig,
+    UIConfig,
+)
 from engine.settings.paths import cache_dir, data_dir, kv_cache_dir, state_dir, user_config_dir
 from engine.settings.safe_text import printable, printable_json, shortened
 
 __all__ = [
     "COMPUTE_DTYPES",
+    "ChatConfig",
+    "EngineConfig",
     "MAX_PROBLEMS",
     "Config",
     "ConfigError",
