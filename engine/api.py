@@ -150,11 +150,16 @@ class Message:
     An assistant message carries `token_ids`: the exact ids that were generated (what the user
     inspected), without the end-of-turn token. The engine splices these ids into the prompt
     instead of re-tokenizing `text`, so an earlier reply is never prefilled again.
+
+    An assistant message's `thinking` is the thinking switch it was written under (see
+    `GenerateRequest.thinking`): the generation prompt before it is rendered that way again, so
+    switching thinking later never changes what the model saw before an earlier reply.
     """
 
     role: Role
     text: str
     token_ids: tuple[int, ...] | None = None
+    thinking: bool | None = None
 
 
 def check_token_ids(messages: Sequence[Message], vocab_size: int) -> None:
@@ -178,11 +183,17 @@ class GenerateRequest:
     opens a new assistant reply. With ``continue_last=True`` the last message is a partial
     assistant message (e.g. a branch: the first i tokens of a reply plus a chosen candidate) and
     the engine continues it; token indices in the events then start at ``len(token_ids)``.
+
+    `thinking` switches a reasoning model's ``<think>`` block for the new reply, where the chat
+    template has the switch (it mentions ``enable_thinking``; others ignore it): False renders
+    the template's "no thinking" generation prompt, None its default. A continued reply keeps
+    its own `Message.thinking`.
     """
 
     messages: tuple[Message, ...]
     params: SamplingParams = field(default_factory=SamplingParams)
     continue_last: bool = False
+    thinking: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ class TextEncoder:
         self._known: OrderedDict[tuple[str, bool], tuple[int, ...]] = OrderedDict()
         self._rendered: OrderedDict[tuple[object, ...], str] = OrderedDict()
         self.stop_texts = _stop_texts(tokenizer)
+        self.supports_thinking = supports_thinking(tokenizer)
         self._prefixes = self._adds_prefix()
 
     def _adds_prefix(self) -> bool:
@@ -134,21 +135,36 @@ def _stop_texts(tokenizer: Any) -> tuple[str, ...]:
     return tuple(t for t in tokens if isinstance(t, str) and t)
 
 
+def supports_thinking(tokenizer: Any) -> bool:
+    """Whether the chat template has a thinking switch (mentions ``enable_thinking``).
+
+    Why only then: a template without the switch ignores the option, and one that reads an
+    undefined variable differently (``is defined``) must render as it always did.
+    """
+    template = getattr(tokenizer, "chat_template", None)
+    texts = template.values() if isinstance(template, dict) else [template]
+    return any(isinstance(text, str) and "enable_thinking" in text for text in texts)
+
+
 def render_prompt(
-    tokenizer: Any, messages: Sequence[Message], continue_last: bool, encode: TextEncoder | None = None
+    tokenizer: Any, messages: Sequence[Message], continue_last: bool, encode: TextEncoder | None = None,
+    thinking: bool | None = None,
 ) -> list[int]:
     """The ids of the whole conversation, ready for the model to write the next reply token.
 
     `tokenizer` is mlx-lm's TokenizerWrapper (or a Hugging Face tokenizer); `encode`, the same
     tokenizer's remembering encoder, which a caller rendering turn after turn keeps. With
     ``continue_last`` the last (assistant) message is continued: the conversation before it is
-    rendered with the generation prompt and the partial reply's ids are appended.
+    rendered with the generation prompt and the partial reply's ids are appended. `thinking` is
+    the new reply's thinking switch (`GenerateRequest.thinking`); each earlier reply's
+    generation prompt uses that reply's own `Message.thinking`.
     """
     check_conversation(messages, continue_last)
     encode = encode if encode is not None else TextEncoder(tokenizer)
     head = messages[:-1] if continue_last else messages
+    final = messages[-1].thinking if continue_last else thinking
     if getattr(tokenizer, "has_chat_template", False):
-        ids = _render_with_template(tokenizer, head, encode)
+        ids = _render_with_template(tokenizer, head, encode, final)
     else:
         ids = _render_plain(tokenizer, head, encode)
     if continue_last:
@@ -175,7 +191,9 @@ def message_ids(encode: TextEncoder, message: Message) -> list[int]:
     return encode.continued(message.text)
 
 
-def _render_with_template(tokenizer: Any, messages: Sequence[Message], encode: TextEncoder) -> list[int]:
+def _render_with_template(
+    tokenizer: Any, messages: Sequence[Message], encode: TextEncoder, final: bool | None
+) -> list[int]:
     """Chat-template rendering that keeps what the model saw when it wrote each reply.
 
     The prompt is built the way the conversation grew: the prompt the first reply was written
@@ -185,16 +203,20 @@ def _render_with_template(tokenizer: Any, messages: Sequence[Message], encode: T
     trimmed content, a stripped thinking block, another role header) is never used: the model
     did not see it. A template that renders a reply somewhere it cannot be found (dropped,
     repeated) falls back to splicing the whole rendering (`_render_spliced`).
+
+    Each generation prompt is rendered with the thinking switch of the reply that followed it
+    (`final` for the one this turn answers), so toggling thinking keeps the history exact.
     """
     replies = [i for i, message in enumerate(messages) if message.role == "assistant"]
     if not replies:
-        return encode(_render_text(tokenizer, messages, {}))
+        return encode(_render_text(tokenizer, messages, {}, _options(encode, final)))
     try:
-        runs = _runs_after_replies(tokenizer, messages, replies, encode)
+        runs = _runs_after_replies(tokenizer, messages, replies, encode, final)
     except _NotExact:
-        return _render_spliced(tokenizer, messages, encode)
+        return _render_spliced(tokenizer, messages, encode, final)
     head = messages[: replies[0]]
-    ids = encode(encode.rendered(_key("head", head), lambda: _render_text(tokenizer, head, {})))
+    options = _options(encode, messages[replies[0]].thinking)
+    ids = encode(encode.rendered(_key("head", head, options), lambda: _render_text(tokenizer, head, {}, options)))
     for index, after in zip(replies, runs):
         ids.extend(message_ids(encode, messages[index]))
         ids.extend(encode.continued(after))
@@ -206,31 +228,40 @@ class _NotExact(Exception):
 
 
 def _runs_after_replies(
-    tokenizer: Any, messages: Sequence[Message], replies: list[int], encode: TextEncoder
+    tokenizer: Any, messages: Sequence[Message], replies: list[int], encode: TextEncoder, final: bool | None
 ) -> list[str]:
     """For each reply, the text the template puts after it up to the next reply's generation
     prompt (the last: up to this turn's), with the stop token moved right after the reply."""
     if replies[0] == 0:
         raise _NotExact  # no generation prompt came before the first reply
     ends = [*replies[1:], len(messages)]
+    options = [_options(encode, messages[end].thinking if end < len(messages) else final) for end in ends]
     try:
-        return [encode.rendered(_key("after", messages[:end]), partial(_run_after, tokenizer, messages[:end], encode))
-                for end in ends]
+        return [encode.rendered(_key("after", messages[:end], opts),
+                                partial(_run_after, tokenizer, messages[:end], encode, opts))
+                for end, opts in zip(ends, options)]
     except Exception as error:  # noqa: BLE001 - a template refusing a shorter chat: the whole one decides
         raise _NotExact from error
 
 
-def _key(kind: str, messages: Sequence[Message]) -> tuple[object, ...]:
+def _options(encode: TextEncoder, thinking: bool | None) -> dict[str, Any]:
+    """The template options for a generation prompt: the thinking switch where the template has
+    one and a choice was made, else none (the template's default)."""
+    return {"enable_thinking": thinking} if thinking is not None and encode.supports_thinking else {}
+
+
+def _key(kind: str, messages: Sequence[Message], options: dict[str, Any]) -> tuple[object, ...]:
     """What a rendering of `messages` depends on: roles and texts, not the replies' texts (a
-    reply renders as its sentinel) nor their ids."""
-    return (kind, *((m.role, None if m.role == "assistant" else m.text) for m in messages))
+    reply renders as its sentinel) nor their ids, and the template options."""
+    return (kind, tuple(sorted(options.items())), *((m.role, None if m.role == "assistant" else m.text)
+                                                    for m in messages))
 
 
-def _run_after(tokenizer: Any, messages: Sequence[Message], encode: TextEncoder) -> str:
+def _run_after(tokenizer: Any, messages: Sequence[Message], encode: TextEncoder, options: dict[str, Any]) -> str:
     """The text after the last reply of `messages` (the generation prompt included)."""
     nonce = secrets.token_hex(6)
     sentinels = {i: f"LOGITSCOPE{nonce}REPLY{i}END" for i, m in enumerate(messages) if m.role == "assistant"}
-    parts = _render_text(tokenizer, messages, sentinels).split(sentinels[max(sentinels)])
+    parts = _render_text(tokenizer, messages, sentinels, options).split(sentinels[max(sentinels)])
     if len(parts) != 2 or f"LOGITSCOPE{nonce}" in parts[1]:
         raise _NotExact
     return _stop_token_first(parts[1], encode.stop_texts)
@@ -246,23 +277,28 @@ def _stop_token_first(text: str, stops: Sequence[str]) -> str:
     return stripped if any(stop and stripped.startswith(stop) for stop in stops) else text
 
 
-def _render_text(tokenizer: Any, messages: Sequence[Message], sentinels: dict[int, str]) -> str:
+def _render_text(
+    tokenizer: Any, messages: Sequence[Message], sentinels: dict[int, str], options: dict[str, Any]
+) -> str:
     """The template's text for `messages` with the generation prompt; the replies listed in
-    `sentinels` rendered as their sentinel instead of their text."""
+    `sentinels` rendered as their sentinel instead of their text; `options` (`_options`) passed
+    to the template."""
     dicts = [{"role": m.role, "content": sentinels.get(i, m.text)} for i, m in enumerate(messages)]
-    text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True, **options)
     if not isinstance(text, str):
         raise EngineError("The model's chat template did not render to text.")
     return text
 
 
-def _render_spliced(tokenizer: Any, messages: Sequence[Message], encode: TextEncoder) -> list[int]:
+def _render_spliced(
+    tokenizer: Any, messages: Sequence[Message], encode: TextEncoder, final: bool | None
+) -> list[int]:
     """The whole conversation rendered once, each reply's ids spliced where its sentinel stands
     (for templates whose history cannot be cut at each reply)."""
     nonce = secrets.token_hex(6)
     sentinels = {i: f"LOGITSCOPE{nonce}REPLY{i}END" for i, m in enumerate(messages) if m.role == "assistant"}
     spliced = {sentinels[i]: message_ids(encode, messages[i]) for i in sentinels}
-    return _splice(encode, _render_text(tokenizer, messages, sentinels), spliced)
+    return _splice(encode, _render_text(tokenizer, messages, sentinels, _options(encode, final)), spliced)
 
 
 # Any sentinel, whatever its nonce: one pattern compiled once (a per-call one cost ~0.1 ms a turn).

@@ -95,7 +95,8 @@ def run_turn(
 ) -> TurnFinished:
     """Generate one reply, emitting a TokenEvent per token; returns the closing TurnFinished."""
     started = time.perf_counter()
-    prompt = render_prompt(session.tokenizer, request.messages, request.continue_last, session.encode)
+    prompt = render_prompt(session.tokenizer, request.messages, request.continue_last, session.encode,
+                           request.thinking)
     _check_fits(len(prompt), session.context_limit)
     prefix = message_ids(session.encode, request.messages[-1]) if request.continue_last else []
     reused = session.reuse_prefix(prompt)
