@@ -319,6 +319,7 @@ class ModelInfo:
     blas: str = ""  # which BLAS MLX's CPU matmuls use, e.g. "OpenBLAS (2 threads)"
     notes: tuple[str, ...] = ()  # lines to tell the user once after the load (an assumed context limit)
     blas_problem: str = ""  # why the fast BLAS could not be loaded (the missing library, its install command)
+    supports_thinking: bool = False  # the chat template has a thinking switch (`GenerateRequest.thinking`)
 
 
 class EngineError(Exception):
@@ -367,16 +368,17 @@ class EngineAPI(Protocol):
         stops it."""
         ...
 
-    def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
+                ) -> asyncio.Future[int]:
         """Start computing, in the background, the cache the turn after `messages` will reuse (the
-        conversation so far, and `draft`, the start of the user message being typed). Returns at
-        once; a turn or load submitted meanwhile waits at most a short chunk. The future, which
+        conversation so far, and `draft`, the start of the user message being typed; `thinking`
+        that turn's `GenerateRequest.thinking`). Returns at once; a turn or load submitted meanwhile waits at most a short chunk. The future, which
         never fails and may be ignored, gives how many of those ids the cache then holds."""
         ...
 
-    async def count_tokens(self, messages: Sequence[Message]) -> int:
+    async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:
         """How many tokens the prompt for answering `messages` (ending with a user message) takes,
-        rendered exactly as the next turn would be: so a message too long for the context is
+        rendered exactly as the next turn would be (with its `thinking` switch): so a message too long for the context is
         refused before it enters the chat. Raises EngineError (no model, a template that fails)."""
         ...
 

@@ -128,7 +128,8 @@ class Engine:
         worker.submit(PreviewCommand(request, cancelled, _sink(loop, results)))
         return _preview_events(results, cancelled)
 
-    def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
+                ) -> asyncio.Future[int]:
         """Start prefilling what the turn after `messages` will share, its user message starting
         with `draft` (`engine.warmup`); returns at once. Queued behind running work, it yields to
         any later command between chunks. The future (which callers may ignore: it never fails)
@@ -146,15 +147,15 @@ class Engine:
             except RuntimeError:  # the loop is closed: nobody is waiting
                 pass
 
-        self._worker.submit(PrepareCommand(tuple(messages), draft, done))
+        self._worker.submit(PrepareCommand(tuple(messages), draft, done, thinking))
         return warmed
 
-    async def count_tokens(self, messages: Sequence[Message]) -> int:
+    async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:
         """How many tokens the prompt answering `messages` takes (on the engine thread, queued
         after any running turn, so the count is the loaded model's). Raises EngineError."""
         loop = asyncio.get_running_loop()
         results: asyncio.Queue[object] = asyncio.Queue()
-        self._ensure_worker().submit(CountCommand(tuple(messages), _sink(loop, results)))
+        self._ensure_worker().submit(CountCommand(tuple(messages), _sink(loop, results), thinking))
         item = await results.get()
         if isinstance(item, BaseException):
             raise item

@@ -45,6 +45,7 @@ class PrepareCommand:
     messages: tuple[Message, ...]
     draft: str
     done: Callable[[int], None]
+    thinking: bool | None = None  # the next turn's thinking switch (`GenerateRequest.thinking`)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class CountCommand:
 
     messages: tuple[Message, ...]
     sink: Sink
+    thinking: bool | None = None  # the next turn's thinking switch (`GenerateRequest.thinking`)
 
 
 @dataclass(frozen=True)

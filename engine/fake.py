@@ -175,9 +175,10 @@ class ScriptedEngine:
         )
         return self._model
 
-    def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
+                ) -> asyncio.Future[int]:
         """Like the real engine, "warm" the cache with the conversation (its ids here) and the
-        draft's whole words, if loaded."""
+        draft's whole words, if loaded (the scripted prompt has no thinking switch)."""
         self.prepared.append(tuple(messages))
         self.drafts.append(draft)
         warmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -190,8 +191,9 @@ class ScriptedEngine:
         warmed.set_result(len(self._cache) if loaded else 0)
         return warmed
 
-    async def count_tokens(self, messages: Sequence[Message]) -> int:
-        """The scripted prompt's length: a role marker per message plus its words (or its ids)."""
+    async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:
+        """The scripted prompt's length: a role marker per message plus its words (or its ids);
+        the scripted prompt has no thinking switch."""
         if self._model is None or self.closed:
             raise EngineError("No model is loaded: load one first.")
         return len(self._prompt_ids(GenerateRequest(tuple(messages), self._params)))

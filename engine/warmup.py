@@ -32,24 +32,27 @@ ROOM = 256  # positions the cache can take after a warm-up without growing insid
 _PROBES = ("a", "Z 9")  # two user messages that share no first character
 
 
-def shared_prefix(session: Session, messages: Sequence[Message], draft: str = "") -> list[int]:
+def shared_prefix(
+    session: Session, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
+) -> list[int]:
     """The ids the prompt of any next user message that starts with `draft` starts with (empty
-    when that cannot be rendered)."""
+    when that cannot be rendered), rendered with the next turn's `thinking` switch."""
     try:
         one, other = (render_prompt(session.tokenizer, (*messages, Message("user", draft + probe)), False,
-                                    session.encode) for probe in _PROBES)
+                                    session.encode, thinking) for probe in _PROBES)
     except Exception:  # noqa: BLE001 - a template refusing the probe (two user messages in a row, say):
         return []  # nothing to foresee; the turn itself will render and report what is wrong
     return one[: common_prefix_len(one, other)]
 
 
 def warm_cache(
-    session: Session, messages: Sequence[Message], should_stop: Callable[[], bool], draft: str = ""
+    session: Session, messages: Sequence[Message], should_stop: Callable[[], bool], draft: str = "",
+    thinking: bool | None = None,
 ) -> int:
     """Prefill what the next turn after `messages` will share, with a user message that starts
     with `draft` (what the user has typed so far); returns how many of those ids the cache now
     holds. Stops early (keeping what was fed) when `should_stop()` says so between chunks."""
-    prefix = shared_prefix(session, messages, draft)
+    prefix = shared_prefix(session, messages, draft, thinking)
     if len(prefix) >= session.context_limit:  # the turn will be refused anyway, with the reason
         return 0
     kept = session.keep_prefix(prefix)

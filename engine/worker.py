@@ -229,7 +229,8 @@ class EngineWorker:
         try:
             from engine.prompt import render_prompt
 
-            command.sink(len(render_prompt(session.tokenizer, command.messages, False, session.encode)))
+            command.sink(len(render_prompt(session.tokenizer, command.messages, False, session.encode,
+                                              command.thinking)))
         except EngineError as exc:
             command.sink(exc)
         except Exception as exc:  # noqa: BLE001 - a template that cannot render this conversation
@@ -243,7 +244,8 @@ class EngineWorker:
                 from engine.warmup import warm_cache
 
                 check_token_ids(command.messages, _vocab_size(session.model, session.tokenizer))
-                warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft)
+                warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft,
+                                    command.thinking)
         except EngineError:  # ids this model cannot take: the turn itself will say so
             pass
         except Exception:  # noqa: BLE001 - an optimisation: the next turn prefills what is missing
@@ -344,6 +346,8 @@ def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: st
     `notes` says once what the user should know, e.g. that the context limit is assumed, and, on
     the engine's first load (`tell_blas`), why the fast BLAS could not be loaded.
     """
+    from engine.prompt import supports_thinking
+
     model, tokenizer = loaded.model, loaded.tokenizer
     blas_note = (f"Fast BLAS off: {speed.blas_problem}.",) if tell_blas and speed.blas_problem else ()
     return ModelInfo(
@@ -356,6 +360,7 @@ def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: st
         dtype=dtype,
         blas=speed.blas_status,
         blas_problem=speed.blas_problem,
+        supports_thinking=supports_thinking(tokenizer),
         notes=((context.note(),) if context.note() else ()) + blas_note,
     )
 

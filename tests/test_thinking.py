@@ -94,3 +94,22 @@ async def _finished(engine: Engine, request: GenerateRequest) -> TurnFinished:
         if isinstance(item, TurnFinished):
             return item
     raise AssertionError("the turn ended without a TurnFinished")
+
+
+async def test_the_model_says_whether_its_template_has_the_switch(root: Path, engine: Engine) -> None:
+    assert (await engine.load(str(family_model(root, "bpe", "qwen3")))).supports_thinking
+    assert not (await engine.load(str(family_model(root, "bpe", "chatml")))).supports_thinking
+
+
+async def test_counting_and_warming_render_the_switch_as_the_turn_does(root: Path, engine: Engine) -> None:
+    await engine.load(str(family_model(root, "bpe", "qwen3")))
+    user1 = Message("user", "hello the cat")
+    first = await _finished(engine, GenerateRequest((user1,), GREEDY, thinking=False))
+    assert await engine.count_tokens([user1], thinking=False) == first.prompt_tokens
+    assert await engine.count_tokens([user1]) < first.prompt_tokens  # no empty think block
+    history = (user1, Message("assistant", first.text, first.token_ids, thinking=False))
+    warmed = await engine.prepare(history, "and", thinking=False)
+    request = GenerateRequest((*history, Message("user", "and then")), GREEDY, thinking=False)
+    second = await _finished(engine, request)
+    assert warmed > first.prompt_tokens + first.generated_tokens and second.reused_tokens >= warmed
+    assert second.prompt_tokens == await engine.count_tokens(request.messages, thinking=False)

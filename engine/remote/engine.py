@@ -105,15 +105,16 @@ class RemoteEngine:
         return _refused(EngineError("Previews are not available on a remote server (--server): "
                                     "they need the local engine."))
 
-    def prepare(self, messages: Sequence[Message], draft: str = "") -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
+                ) -> asyncio.Future[int]:
         """Nothing to warm from here (the server's own prefix cache does that on the next turn)."""
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         done.set_result(0)
         return done
 
-    async def count_tokens(self, messages: Sequence[Message]) -> int:
+    async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:
         """0: the server renders and counts the prompt itself (and refuses one too long for it),
-        so the caller's context check is skipped (`context_limit` is then 0, "unknown", or the
+        so the caller's context check is skipped (`thinking` is not sent: no switch is offered) (`context_limit` is then 0, "unknown", or the
         server's own limit)."""
         if self._model is None or self._closed:
             raise EngineError("No model is loaded: load one first.")
