@@ -127,6 +127,7 @@ class ScriptedEngine:
         load_error: str | None = None,
         context_limit: int = 4096,
         name: str = "scripted-demo",
+        supports_thinking: bool = False,
     ) -> None:
         self.replies = [[_as_token(t) for t in reply] for reply in replies] or [[_as_token("…")]]
         self.token_delay = token_delay
@@ -134,6 +135,7 @@ class ScriptedEngine:
         self.load_error = load_error
         self.context_limit = context_limit
         self.name = name
+        self.supports_thinking = supports_thinking  # what ModelInfo says (the script ignores the switch)
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
         self.preview_requests: list[PreviewRequest] = []  # every preview request seen
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
@@ -171,7 +173,7 @@ class ScriptedEngine:
         self._model = ModelInfo(
             name=self.name if model == "demo" else model, path=f"/scripted/{model}",
             context_limit=self.context_limit, vocab_size=32000, has_chat_template=True,
-            parameters=1_000_000, dtype="float32", blas="scripted",
+            parameters=1_000_000, dtype="float32", blas="scripted", supports_thinking=self.supports_thinking,
         )
         return self._model
 

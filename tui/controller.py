@@ -54,6 +54,7 @@ class ChatController:
         self._load_task: asyncio.Task[bool] | None = None
         self._stop_asked = False  # Esc while a turn is still being fitted: it never starts
         self._left_out = 0  # oldest messages the last turn left out to fit the context
+        self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
 
     @property
     def busy(self) -> bool:
@@ -110,6 +111,19 @@ class ChatController:
         """Apply now: a running turn uses them from its next token."""
         self.params = params
         self.engine.set_params(params)
+
+    def toggle_thinking(self) -> str:
+        """Switch thinking off (or back on) for the next replies; returns one line for the user.
+
+        Why a switch per reply, not per chat: each reply keeps the switch it was written under
+        (`Version.thinking`), so the history stays exactly what the model saw either way.
+        """
+        info = self.engine.model
+        if info is None or not info.supports_thinking:
+            return "This model's chat template has no thinking switch."
+        self.thinking = self.thinking is False
+        self.prepare()
+        return f"Thinking {'on' if self.thinking else 'off'} for the next replies."
 
     # --- turns
 
@@ -187,9 +201,10 @@ class ChatController:
         chosen = TokenEvent(index, cand.id, cand.text, cand.text, cand.logprob, cand.sampled_prob,
                             position + 1, token.entropy, token.candidates)
         tokens = [*sampled[:index], chosen, *after]
-        version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder)
+        version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder,
+                          thinking=old.thinking)  # the same reply, continued: the same prompt
         node.add_version(version)
-        prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens))
+        prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)
         request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder) + (prefix,),
                                   self.params, True)
         self._start(node, version, request)
@@ -229,14 +244,15 @@ class ChatController:
             self._post(msg.SendRefused(text, fitted.refusal or "Stopped before the reply began."))
             return
         node = commit()
-        version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder))
+        version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder,
+                                           thinking=self.thinking))
         self._streaming, self._left_out = node, fitted.dropped
-        events = self.engine.generate(GenerateRequest(fitted.messages, self.params))  # asked first: see `_start`
+        events = self.engine.generate(GenerateRequest(fitted.messages, self.params, thinking=self.thinking))  # asked first: see `_start`
         self._post(msg.GenerationStarted(node, fitted.dropped))
         await self._run(node, version, events)
 
     async def _count(self, messages: Sequence[Message]) -> int:
-        return await self.engine.count_tokens(messages)
+        return await self.engine.count_tokens(messages, thinking=self.thinking)
 
     @property
     def model_folder(self) -> str | None:
@@ -254,7 +270,7 @@ class ChatController:
         if messages and messages[-1].role == "user":  # an unanswered message: its reply comes next
             return
         if messages or draft:
-            cached = self.engine.prepare(messages, draft)
+            cached = self.engine.prepare(messages, draft, thinking=self.thinking)
             if measure and not draft and isinstance(cached, asyncio.Future):  # the conversation: its ctx
                 cached.add_done_callback(self._measured)
 

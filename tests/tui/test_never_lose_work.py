@@ -414,7 +414,7 @@ async def test_dropping_keeps_the_start_of_the_prompt_while_it_fits() -> None:
 async def test_an_engine_that_fails_to_count_gives_the_message_back(make_app: Any) -> None:
     engine = ScriptedEngine()
 
-    async def broken(messages: Any) -> int:
+    async def broken(messages: Any, thinking: Any = None) -> int:
         raise RuntimeError("tokenizer exploded")
 
     engine.count_tokens = broken  # type: ignore[method-assign]

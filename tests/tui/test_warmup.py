@@ -65,9 +65,9 @@ async def test_a_new_system_prompt_is_warmed_and_again_after_a_model_switch(make
         models: list[str | None] = []  # the model loaded at each request to warm
         real_prepare = engine.prepare
 
-        def prepare(messages: Any, draft: str = "") -> Any:
+        def prepare(messages: Any, draft: str = "", thinking: Any = None) -> Any:
             models.append(engine.model.path if engine.model is not None else None)
-            return real_prepare(messages, draft)
+            return real_prepare(messages, draft, thinking)
 
         engine.prepare = prepare  # type: ignore[method-assign]
         app.switch_model("other")  # the conversation (here its system prompt) stays, for the new model

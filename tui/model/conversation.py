@@ -53,6 +53,9 @@ class Version:
     # The folder of the model whose token ids `tokens` holds (assistant only). None: made in this
     # session for the model loaded now; "" (a file without it): unknown, so never spliced by id.
     model: str | None = None
+    # The thinking switch the reply was written under (assistant only; None: the template's
+    # default): its generation prompt is rendered so again, keeping the history token-exact.
+    thinking: bool | None = None
 
     @property
     def token_ids(self) -> tuple[int, ...]:
@@ -139,7 +142,7 @@ class Conversation:
                 break
             version = node.version
             ids = version.token_ids if version.tokens is not None and version.ids_fit(model) else None
-            out.append(Message(node.role, version.reply_text(), ids))
+            out.append(Message(node.role, version.reply_text(), ids, version.thinking))
         return tuple(out)
 
     def iter_nodes(self) -> Iterator[Node]:

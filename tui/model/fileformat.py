@@ -54,6 +54,7 @@ def _version_to_dict(v: Version) -> dict[str, Any]:
         "branched_at": v.branched_at,
         "stats": None if v.stats is None else dict(v.stats.__dict__),
         "model": v.model,
+        "thinking": v.thinking,
     }
 
 
@@ -171,6 +172,7 @@ def _version(r: "_Reader", role: str) -> Version:
         params=r.optional("params", _params), stats=r.optional("stats", _stats),
         # A format 1 file without the tag: whose ids these are is unknown, so never spliced by id.
         model=r.get("model", str, default=None) if "model" in _keys(r) else "",
+        thinking=r.get("thinking", bool, default=None),
     )
 
 

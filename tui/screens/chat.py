@@ -100,7 +100,9 @@ class ChatScreen(ConversationActions, PreviewActions):
 
     @on(msg.ModelLoaded)
     def _loaded(self, event: msg.ModelLoaded) -> None:
-        self.query_one(StatusBar).show_model(event.info)
+        bar = self.query_one(StatusBar)
+        bar.show_model(event.info)
+        bar.thinking = self.controller.thinking
         for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
             self.notify(note, severity="warning", timeout=15, markup=False)
         conversation = self.controller.conversation
@@ -337,6 +339,11 @@ class ChatScreen(ConversationActions, PreviewActions):
         if text and text.strip():
             self.query_one(Transcript).clear()
             self.controller.edit_last_user(text.strip())
+
+    def action_toggle_thinking(self) -> None:
+        """Each reply keeps the switch it was written under; this sets the next ones'."""
+        self.notify(self.controller.toggle_thinking())
+        self.query_one(StatusBar).thinking = self.controller.thinking
 
     def action_system_prompt(self) -> None:
         def done(text: str | None) -> None:

@@ -46,6 +46,8 @@ class StatusBar(Widget):
     stats: reactive[TurnStats | None] = reactive(None)
     context_limit: reactive[int] = reactive(0)
     context_used: reactive[int | None] = reactive(None)  # measured since the last turn's stats
+    thinking_switch: reactive[bool] = reactive(False)  # the model's template can switch thinking
+    thinking: reactive[bool | None] = reactive(None)  # the next replies' switch (None: the template's default)
 
     def watch_stats(self) -> None:
         self.context_used = None  # a finished turn's own count is the newest
@@ -75,6 +77,8 @@ class StatusBar(Widget):
             facts.append((f"  {self.compute}", "dim", 1))
         if self.state:
             facts.append((f"  {printable(self.state)}", "italic", 0))
+        if self.thinking_switch:  # only where it does something: most models have no such switch
+            facts.append((f"  think {({None: 'auto', True: 'on', False: 'off'})[self.thinking]}", "", 1))
         s = self.stats
         limit = s.context_limit if s else self.context_limit
         used = self.context_used if self.context_used is not None else s.context_used if s else 0
@@ -90,13 +94,15 @@ class StatusBar(Widget):
     def show_model(self, info: ModelInfo) -> None:
         """A model is loaded and ready."""
         self.model, self.compute, self.state = info.name, compute_label(info), "ready"
-        self.context_limit = info.context_limit
+        self.context_limit, self.thinking_switch = info.context_limit, info.supports_thinking
 
     def show_loading(self, spec: str) -> None:
         """A load began ("loading demo…"): the old model is gone (the engine dropped it), so are
         its numbers."""
         self.model, self.compute, self.context_limit, self.stats, self.state = "", "", 0, None, f"loading {spec}…"
+        self.thinking_switch = False
 
     def show_no_model(self) -> None:
         """A load failed: nothing is loaded now."""
         self.model, self.compute, self.context_limit, self.stats, self.state = NO_MODEL, "", 0, None, ""
+        self.thinking_switch = False
