@@ -85,6 +85,8 @@ _SPECS: tuple[_Spec, ...] = (
     ("transcript", "branch.next", "right_square_bracket", "flip(1)", "Next branch",
      "Show the next version of the selected message", False, False),
     ("transcript", "focus.input", "i", "focus_input", "Type", "Back to the input", False, False),
+    ("transcript", "view.thinking.fold", "z", "toggle_fold", "Fold thinking",
+     "Fold or unfold a reply's <think> block (the selected reply, else the last one with a block)", False, False),
     ("candidates", "candidate.up", "up", "cursor(-1)", "Up", "Previous candidate", False, False),
     ("candidates", "candidate.down", "down", "cursor(1)", "Down", "Next candidate", False, False),
     ("candidates", "candidate.choose", "enter", "choose", "Branch here",

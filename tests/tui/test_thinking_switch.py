@@ -8,8 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from textual.widgets import Markdown, Static
+
 from tui.model.fileformat import conversation_from_dict, conversation_to_dict
+from tui.widgets.candidates import CandidatesPanel
+from tui.widgets.message_views import AssistantView
 from tui.widgets.status_bar import StatusBar
+from tui.widgets.token_chunk import TokenChunk
+from tui.widgets.transcript import Transcript
 from tui_helpers import SIZE, send, wait_idle
 
 from engine.fake import ScriptedEngine
@@ -59,3 +65,53 @@ async def test_a_saved_chat_keeps_each_replys_switch(make_app: Any, tmp_path: Pa
         conversation = app.controller.conversation
     again = conversation_from_dict(json.loads(json.dumps(conversation_to_dict(conversation))))
     assert [m.thinking for m in again.messages() if m.role == "assistant"] == [False]
+
+
+THINKING_REPLY = ("<think>", "\nhmm", " [b]not markup[/b]", "\n</think>", "\n\n", "Paris", " is", " big", ".")
+
+
+def _view(app: Any) -> AssistantView:
+    return list(app.screen.query(AssistantView))[-1]
+
+
+async def test_a_thinking_block_shows_folded_and_z_unfolds_it_with_its_tokens(make_app: Any) -> None:
+    app = make_app(ScriptedEngine([THINKING_REPLY]))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        view = _view(app)
+        fold = view.query_one("#thinking", Static)
+        assert "thinking… 5 tokens" in str(fold.render()) and fold.display
+        shown = "".join(str(c.render()) for c in view.query(TokenChunk))
+        assert "hmm" not in shown and "hmm" not in view.query_one(Markdown).source
+        assert "Paris" in view.query_one(Markdown).source
+        transcript = app.screen.query_one(Transcript)
+        transcript.focus()
+        await pilot.press("z")
+        await pilot.pause()
+        assert not view.folded and "hmm" in view.query_one(Markdown).source
+        await pilot.press("home")  # the first token: a thinking token, inspectable as any
+        await pilot.pause()
+        token = app.screen.query_one(CandidatesPanel).token
+        assert transcript.cursor == (view.node, 0) and token is not None and token.text == "<think>"
+        await pilot.press("z")  # folding it again leaves the token it hid
+        await pilot.pause()
+        assert view.folded and transcript.cursor is None
+
+
+async def test_inspecting_a_folded_thinking_token_unfolds_it(make_app: Any) -> None:
+    app = make_app(ScriptedEngine([THINKING_REPLY]))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        view = _view(app)
+        app.screen.query_one(Transcript).focus()
+        await pilot.press("left", "home")
+        await pilot.pause()
+        assert not view.folded and view.cursor == 0
+        assert any(c.start == 0 for c in view.query(TokenChunk))
+
+
+async def test_a_reply_without_a_block_has_no_fold_line(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        assert not _view(app).query_one("#thinking", Static).display

@@ -21,6 +21,7 @@ from engine.api import TokenEvent
 from tui.model.conversation import Node, Version
 from tui.safe_text import printable
 from tui.widgets.render import HeatPalette
+from tui.widgets.thinking_fold import ThinkingBlock, thinking_block
 from tui.widgets.token_chunk import TokenChunk
 
 CHUNK_SOFT = 200  # cut a chunk after a newline once it is this long (never mid-paragraph)
@@ -82,6 +83,7 @@ class AssistantView(Vertical):
     DEFAULT_CSS = """
     AssistantView { height: auto; margin: 1 0 0 0; padding: 0 1; border-left: thick $primary; }
     AssistantView > #header { color: $text-muted; height: 1; }
+    AssistantView > #thinking { color: $text-muted; text-style: dim; height: 1; }
     AssistantView > #tokens { height: auto; }
     AssistantView > Markdown { height: auto; margin: 0; padding: 0; }
     AssistantView.-inspect { border-left: thick $secondary; }
@@ -103,14 +105,18 @@ class AssistantView(Vertical):
         self._markdown_text: str | None = None
         self._header_text = ""
         self._shown: Version | None = None  # the version the chunks were built from
+        self.folded = True  # a leading <think> block shows as one line until unfolded (z)
+        self._block: ThinkingBlock | None = None  # the version's block once closed (it no longer changes)
         self._ready = False  # children exist (views are mounted without awaiting)
 
     def compose(self) -> ComposeResult:
         yield Static(id="header", markup=False)
+        yield Static(id="thinking", markup=False)
         yield Vertical(id="tokens")
 
     def on_mount(self) -> None:
         self._header = self.query_one("#header", Static)
+        self._fold_line = self.query_one("#thinking", Static)
         self._tokens_box = self.query_one("#tokens", Vertical)
         self._markdown: Markdown | None = None  # made when the Markdown face is first shown
         self._ready = True
@@ -129,18 +135,42 @@ class AssistantView(Vertical):
         if not self._ready:
             return
         if self.node.version is not self._shown:
-            self._shown = self.node.version
+            self._shown, self._block = self.node.version, None
             self._tokens_box.remove_children()
             self._chunks = []
             self._markdown_text = None
         self.sync()
+
+    def thinking(self) -> ThinkingBlock | None:
+        """The reply's leading thinking block (remembered once closed: a flush then costs nothing)."""
+        if self._block is None:
+            block = thinking_block(self.tokens)
+            self._block = block if block is not None and block.closed and not self.streaming else None
+            return block
+        return self._block
+
+    def toggle_fold(self, folded: bool | None = None) -> bool:
+        """Fold or unfold the thinking block (the token view is laid out again); False: none."""
+        block = self.thinking()
+        if block is None or not self._ready:
+            return False
+        self.folded = not self.folded if folded is None else folded
+        self._shown = None
+        self.rebuild()
+        return True
+
+    def _first_shown(self, tokens: list[TokenEvent]) -> int:
+        """The first token the token view shows: after the thinking block while it is folded."""
+        block = self.thinking() if self.folded else None
+        return block.end if block is not None else 0
 
     def sync(self) -> None:
         """Lay out tokens that arrived since the last call; choose the face; update the header."""
         if not self._ready:
             return
         tokens = self.tokens
-        index = self._chunks[-1].end if self._chunks else 0
+        first = self._first_shown(tokens)
+        index = self._chunks[-1].end if self._chunks else first
         while index < len(tokens):
             chunk = self._chunk_for(index, tokens)
             end = index + 1
@@ -148,13 +178,20 @@ class AssistantView(Vertical):
                 end += 1
             chunk.grow(tokens, end)
             index = end
-        if self.streaming and not self._chunks:  # an empty line, laid out with the new message:
-            self._chunk_for(0, tokens)  # the first token then fills it without a layout pass
+        if self.streaming and not self._chunks and not first:  # an empty line, laid out with the new
+            self._chunk_for(0, tokens)  # message: the first token then fills it without a layout pass
         elif not self.streaming and not tokens and self._chunks:  # ended before its first token
             self._tokens_box.remove_children()
             self._chunks = []
         self._update_header()
+        self._update_fold_line()
         self._choose_face()
+
+    def _update_fold_line(self) -> None:
+        block = self.thinking()
+        self._fold_line.display = block is not None
+        if block is not None:
+            self._fold_line.update(block.label(self.folded), layout=False)
 
     @staticmethod
     def _cut_before(start: int, index: int, tokens: list[TokenEvent]) -> bool:
@@ -177,6 +214,9 @@ class AssistantView(Vertical):
 
     def set_cursor(self, index: int | None) -> TokenChunk | None:
         """Move the highlighted token; re-render only the lines involved. Returns its chunk."""
+        block = self.thinking()
+        if self._ready and index is not None and self.folded and block is not None and index < block.end:
+            self.toggle_fold(False)  # a thinking token inspected: the block opens, its tokens as any
         old, self.cursor = self._chunk_of(self.cursor), index
         if not self._ready:
             return None
@@ -204,15 +244,22 @@ class AssistantView(Vertical):
             self._tokens_box.display = show_tokens
         if self._markdown is None:
             if not show_tokens:  # made on first need: a streaming reply mounts no Markdown
-                self._markdown_text = version.reply_text()
+                self._markdown_text = self._answer_text()
                 self._markdown = Markdown(printable(self._markdown_text))
                 self.mount(self._markdown)
             return
         if self._markdown.display == show_tokens:
             self._markdown.display = not show_tokens
-        if not show_tokens and self._markdown_text != version.reply_text():
-            self._markdown_text = version.reply_text()
+        if not show_tokens and self._markdown_text != self._answer_text():
+            self._markdown_text = self._answer_text()
             self._markdown.update(printable(self._markdown_text))
+
+    def _answer_text(self) -> str:
+        """What the Markdown face shows: the reply, without its thinking block while folded."""
+        block = self.thinking() if self.folded else None
+        if block is None:
+            return self.node.version.reply_text()
+        return "".join(t.text for t in self.tokens[block.end:])
 
     def _update_header(self) -> None:
         """One line that never cuts a word: on a narrow screen the details go, least useful

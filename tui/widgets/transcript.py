@@ -248,6 +248,21 @@ class Transcript(VerticalScroll, can_focus=True):
         else:
             self.post_message(self.FlipRequested(node, step))
 
+    def action_toggle_fold(self) -> None:
+        """Fold or unfold the thinking block of the selected reply, else of the last reply that
+        has one; a cursor inside a block being folded leaves it (its token is no longer shown)."""
+        view = self.selected
+        if view is None or view.thinking() is None:
+            view = next((v for v in reversed(self._replies()) if v.thinking() is not None), None)
+        if view is None:
+            self.app.bell()
+            return
+        block = view.thinking()
+        inside = view is self.selected and view.cursor is not None and block is not None and view.cursor < block.end
+        if inside and not view.folded:
+            self.clear()
+        view.toggle_fold()
+
     def reselect(self) -> None:
         """Post the current selection again (the shown version changed under the cursor)."""
         cursor = self.cursor
