@@ -14,10 +14,12 @@ from tui.model.fileformat import conversation_from_dict, conversation_to_dict
 from tui.widgets.candidates import CandidatesPanel
 from tui.widgets.message_views import AssistantView
 from tui.widgets.status_bar import StatusBar
+from tui.widgets.thinking_fold import ThinkingBlock, thinking_block
 from tui.widgets.token_chunk import TokenChunk
 from tui.widgets.transcript import Transcript
-from tui_helpers import SIZE, send, wait_idle
+from tui_helpers import SIZE, send, wait_idle, wait_until
 
+from engine.api import TokenEvent
 from engine.fake import ScriptedEngine
 
 
@@ -115,3 +117,27 @@ async def test_a_reply_without_a_block_has_no_fold_line(make_app: Any) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         assert not _view(app).query_one("#thinking", Static).display
+
+
+async def test_a_streaming_reply_folds_its_block_as_it_arrives(make_app: Any) -> None:
+    engine = ScriptedEngine([THINKING_REPLY], token_delay=0.05)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        app.screen.query_one("ChatInput").focus()
+        await pilot.press("h", "i", "enter")
+        await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2
+                         and len(app.controller.conversation.path()[-1].version.tokens or ()) >= 3)
+        view = _view(app)
+        assert "still thinking" in str(view.query_one("#thinking", Static).render())
+        assert "hmm" not in "".join(str(c.render()) for c in view.query(TokenChunk))
+        await wait_idle(app, pilot)
+        assert [c.start for c in view.query(TokenChunk)] == [5]
+
+
+def test_the_block_ends_after_its_close_tag_and_the_blank_lines() -> None:
+    def tokens(*texts: str) -> list[Any]:
+        return [TokenEvent(i, i, t, t, 0.0, None, None, None, ()) for i, t in enumerate(texts)]
+    assert thinking_block(tokens("\n<th", "ink>", "x</thi", "nk>", "\n", "A")) == ThinkingBlock(5, True)
+    assert thinking_block(tokens("<think>", "x")) == ThinkingBlock(2, False)
+    assert thinking_block(tokens("A", "<think>")) is None and thinking_block(tokens("<")) is None

@@ -170,6 +170,9 @@ class AssistantView(Vertical):
             return
         tokens = self.tokens
         first = self._first_shown(tokens)
+        if self._chunks and self._chunks[0].start < first:  # a streamed reply turned out to think
+            self._tokens_box.remove_children()
+            self._chunks = []
         index = self._chunks[-1].end if self._chunks else first
         while index < len(tokens):
             chunk = self._chunk_for(index, tokens)
