@@ -261,7 +261,7 @@ class PreviewRequest:
         last = self.messages[-1]
         ids = tuple(last.token_ids or ()) + (candidate,)
         params = self.params.with_changes(max_tokens=self.tokens, seed=self.seed)
-        return GenerateRequest(self.messages[:-1] + (Message(last.role, last.text, ids),), params, True)
+        return GenerateRequest(self.messages[:-1] + (Message(last.role, last.text, ids, last.thinking),), params, True)
 
 
 @dataclass(frozen=True)
@@ -372,14 +372,16 @@ class EngineAPI(Protocol):
                 ) -> asyncio.Future[int]:
         """Start computing, in the background, the cache the turn after `messages` will reuse (the
         conversation so far, and `draft`, the start of the user message being typed; `thinking`
-        that turn's `GenerateRequest.thinking`). Returns at once; a turn or load submitted meanwhile waits at most a short chunk. The future, which
-        never fails and may be ignored, gives how many of those ids the cache then holds."""
+        that turn's `GenerateRequest.thinking`). Returns at once; a turn or load submitted
+        meanwhile waits at most a short chunk. The future, which never fails and may be ignored,
+        gives how many of those ids the cache then holds."""
         ...
 
     async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:
         """How many tokens the prompt for answering `messages` (ending with a user message) takes,
-        rendered exactly as the next turn would be (with its `thinking` switch): so a message too long for the context is
-        refused before it enters the chat. Raises EngineError (no model, a template that fails)."""
+        rendered exactly as the next turn would be (with its `thinking` switch): so a message too
+        long for the context is refused before it enters the chat. Raises EngineError (no model,
+        a template that fails)."""
         ...
 
     def set_params(self, params: SamplingParams) -> None:

@@ -247,7 +247,8 @@ class ChatController:
         version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder,
                                            thinking=self.thinking))
         self._streaming, self._left_out = node, fitted.dropped
-        events = self.engine.generate(GenerateRequest(fitted.messages, self.params, thinking=self.thinking))  # asked first: see `_start`
+        request = GenerateRequest(fitted.messages, self.params, thinking=self.thinking)
+        events = self.engine.generate(request)  # asked first: see `_start`
         self._post(msg.GenerationStarted(node, fitted.dropped))
         await self._run(node, version, events)
 

@@ -76,12 +76,13 @@ class Previews:
         self.problem = ""  # why previews are off, said once
 
     def request_for(self, messages: tuple[Message, ...], tokens: list[TokenEvent], index: int,
-                    params: SamplingParams) -> PreviewRequest | None:
-        """The preview request for token `index` of a reply (None when it has no candidates)."""
+                    params: SamplingParams, thinking: bool | None = None) -> PreviewRequest | None:
+        """The preview request for token `index` of a reply written under the `thinking` switch
+        (None when it has no candidates): its prompt is the one the reply had."""
         if self.off or not 0 <= index < len(tokens) or not tokens[index].candidates:
             return None
         before = tokens[:index]
-        partial = Message("assistant", "".join(t.text for t in before), tuple(t.id for t in before))
+        partial = Message("assistant", "".join(t.text for t in before), tuple(t.id for t in before), thinking)
         candidates = tuple(c.id for c in tokens[index].candidates[: self.config.candidates])
         preview_params = self.config.params(params)
         return PreviewRequest((*messages, partial), candidates, self.config.tokens, preview_params, self.config.seed)

@@ -114,8 +114,8 @@ class RemoteEngine:
 
     async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:
         """0: the server renders and counts the prompt itself (and refuses one too long for it),
-        so the caller's context check is skipped (`thinking` is not sent: no switch is offered) (`context_limit` is then 0, "unknown", or the
-        server's own limit)."""
+        so the caller's context check is skipped (`context_limit` is then 0, "unknown", or the
+        server's own limit). `thinking` is not sent: a server offers no switch here."""
         if self._model is None or self._closed:
             raise EngineError("No model is loaded: load one first.")
         if self._by_ids and self._tokens is not None:

@@ -17,6 +17,7 @@ from tui.widgets.status_bar import StatusBar
 from tui.widgets.thinking_fold import ThinkingBlock, thinking_block
 from tui.widgets.token_chunk import TokenChunk
 from tui.widgets.transcript import Transcript
+from test_previews import FAST, all_done
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
 from engine.api import TokenEvent
@@ -141,3 +142,19 @@ def test_the_block_ends_after_its_close_tag_and_the_blank_lines() -> None:
     assert thinking_block(tokens("\n<th", "ink>", "x</thi", "nk>", "\n", "A")) == ThinkingBlock(5, True)
     assert thinking_block(tokens("<think>", "x")) == ThinkingBlock(2, False)
     assert thinking_block(tokens("A", "<think>")) is None and thinking_block(tokens("<")) is None
+
+
+async def test_a_preview_and_its_branch_keep_the_replys_switch(make_app: Any) -> None:
+    """Else a preview of a reply written without thinking renders another prompt than the reply
+    had (the default generation prompt), and the branch that equals it too."""
+    engine = ScriptedEngine(supports_thinking=True)
+    app = make_app(engine, config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+k")
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "right", "home")
+        await wait_until(pilot, lambda: all_done(app))
+        asked = engine.preview_requests[-1]
+        assert asked.messages[-1].thinking is False
+        assert asked.branch(asked.candidates[0]).messages[-1].thinking is False
