@@ -43,7 +43,7 @@ class LinearChat:
 
     def user(self, text: str) -> None:
         self._append("user", {"text": text, "tokens": None, "params": None, "finish_reason": None,
-                              "branched_at": None, "stats": None, "model": None})
+                              "branched_at": None, "stats": None, "model": None, "thinking": None})
 
     def token(self, event: TokenEvent) -> None:
         self._tokens.append(token_dict(event))
@@ -54,7 +54,7 @@ class LinearChat:
         stats = {name: getattr(done, name) for name in STATS}
         self._append("assistant", {"text": done.text, "tokens": self._tokens, "params": asdict(params),
                                    "finish_reason": done.finish_reason, "branched_at": None, "stats": stats,
-                                   "model": model_folder})
+                                   "model": model_folder, "thinking": None})  # the template's default
         self._tokens = []
         try:
             self.save()
