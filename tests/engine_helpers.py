@@ -24,8 +24,14 @@ async def run(
     engine: Any, messages: Sequence[Message], params: SamplingParams = GREEDY, *, continue_last: bool = False
 ) -> tuple[list[TokenEvent], TurnFinished]:
     """One whole turn: its token events and the closing record."""
+    return await turn(engine, GenerateRequest(tuple(messages), params, continue_last))
+
+
+async def turn(engine: Any, request: GenerateRequest) -> tuple[list[TokenEvent], TurnFinished]:
+    """One whole turn of any `EngineAPI` (local, remote, GGUF, scripted): its token events and the
+    closing record."""
     events: list[TokenEvent] = []
-    async for item in engine.generate(GenerateRequest(tuple(messages), params, continue_last)):
+    async for item in engine.generate(request):
         if isinstance(item, TurnFinished):
             return events, item
         events.append(item)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from remote_server import ScriptedServer, reply
 
+from engine_helpers import turn
 from engine.api import (
     EngineError,
     GenerateRequest,
@@ -49,13 +50,8 @@ async def remote(server: ScriptedServer) -> AsyncIterator[RemoteEngine]:
     await engine.close()
 
 
-async def _turn(engine: RemoteEngine, request: GenerateRequest = HELLO) -> tuple[list[TokenEvent], TurnFinished]:
-    tokens: list[TokenEvent] = []
-    async for event in engine.generate(request):
-        if isinstance(event, TurnFinished):
-            return tokens, event
-        tokens.append(event)
-    raise AssertionError("no TurnFinished")
+async def _turn(engine: object, request: GenerateRequest = HELLO) -> tuple[list[TokenEvent], TurnFinished]:
+    return await turn(engine, request)
 
 
 async def test_a_streamed_turn_gives_tokens_candidates_and_the_cached_count(remote: RemoteEngine,

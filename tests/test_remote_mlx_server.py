@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from engine_helpers import turn
 from engine.api import (
     EngineError,
     GenerateRequest,
     Message,
     SamplingParams,
-    TokenEvent,
     TurnFinished,
 )
 from engine.client import Engine
@@ -76,13 +76,6 @@ def served(chatml_model: Path) -> Iterator[str]:
     stop_server(process)
 
 
-async def _turn(engine: object, request: GenerateRequest) -> tuple[list[TokenEvent], TurnFinished]:
-    tokens: list[TokenEvent] = []
-    async for event in engine.generate(request):  # type: ignore[attr-defined]
-        if isinstance(event, TurnFinished):
-            return tokens, event
-        tokens.append(event)
-    raise AssertionError("no TurnFinished")
 
 
 async def test_a_chat_through_mlx_lm_server_matches_the_local_engine(served: str, chatml_model: Path) -> None:
@@ -94,13 +87,13 @@ async def test_a_chat_through_mlx_lm_server_matches_the_local_engine(served: str
     # *_context_size; its own 20 gave logprobs 0.02 off on this prompt of over 20 tokens)
     penalised = GenerateRequest((Message("user", "the cat sat on the mat and the dog ran far away and then " * 3),),
                                 GREEDY.with_changes(repetition_penalty=1.3, presence_penalty=0.5, max_tokens=12))
-    remote_tokens, remote_done = await _turn(remote, first)
-    remote_penalised, _ = await _turn(remote, penalised)
+    remote_tokens, remote_done = await turn(remote, first)
+    remote_penalised, _ = await turn(remote, penalised)
     local = Engine()
     try:
         await local.load(str(chatml_model))
-        local_tokens, _ = await _turn(local, first)
-        local_penalised, _ = await _turn(local, penalised)
+        local_tokens, _ = await turn(local, first)
+        local_penalised, _ = await turn(local, penalised)
     finally:
         await local.close()
     for mine, served_ in ((local_tokens, remote_tokens), (local_penalised, remote_penalised)):
@@ -112,11 +105,11 @@ async def test_a_chat_through_mlx_lm_server_matches_the_local_engine(served: str
             assert theirs.entropy is None and theirs.sampled_prob is None
     second = GenerateRequest((*first.messages, Message("assistant", remote_done.text, remote_done.token_ids),
                               Message("user", "and then?")), GREEDY)
-    _, again = await _turn(remote, second)
+    _, again = await turn(remote, second)
     assert again.reused_tokens > 0 and again.prompt_tokens > remote_done.prompt_tokens  # its prefix cache
     branch = (*first.messages, Message("assistant", "", (remote_tokens[0].candidates[1].id,)))
     with pytest.raises(EngineError, match="cannot continue a partial reply"):  # no token-id prompts
-        await _turn(remote, GenerateRequest(branch, GREEDY, continue_last=True))
+        await turn(remote, GenerateRequest(branch, GREEDY, continue_last=True))
     await remote.close()
 
 
@@ -126,7 +119,7 @@ async def test_sampling_gives_the_chosen_tokens_exactly_but_no_candidates(served
     from the tokenizer given with --tokenizer (the server sends bare ids)."""
     remote = RemoteEngine(HttpOptions(served), tokenizer=str(chatml_model))
     await remote.load("demo")
-    tokens, done = await _turn(remote, GenerateRequest((Message("user", "hi"),),
+    tokens, done = await turn(remote, GenerateRequest((Message("user", "hi"),),
                                                        GREEDY.with_changes(temperature=1.0, seed=3, max_tokens=12)))
     assert tokens and all(t.candidates == () and t.rank is None and t.logprob <= 0 for t in tokens)
     assert done.token_ids == tuple(t.id for t in tokens)
@@ -154,9 +147,9 @@ async def test_a_server_killed_mid_reply_is_one_line(chatml_model: Path) -> None
         await remote.load("demo")
         asyncio.get_running_loop().call_later(0.5, stop_server, process)
         with pytest.raises(EngineError, match="^The server at http://127.0.0.1:\\d+ (cut the connection|failed)"):
-            await _turn(remote, GenerateRequest((Message("user", "go on"),), GREEDY.with_changes(max_tokens=5000)))
+            await turn(remote, GenerateRequest((Message("user", "go on"),), GREEDY.with_changes(max_tokens=5000)))
         with pytest.raises(EngineError, match="Cannot reach the server"):
-            await _turn(remote, GenerateRequest((Message("user", "again"),), GREEDY))
+            await turn(remote, GenerateRequest((Message("user", "again"),), GREEDY))
     finally:
         stop_server(process)
         await remote.close()
@@ -173,7 +166,7 @@ async def test_one_turn_through_mlx_lm_server_sharded_over_two_processes(chatml_
     try:
         await sharded.load("demo")
         await single.load("demo")
-        (theirs, done), (ours, _) = await _turn(sharded, request), await _turn(single, request)
+        (theirs, done), (ours, _) = await turn(sharded, request), await turn(single, request)
     finally:
         stop_server(process)
         await sharded.close()

@@ -15,6 +15,7 @@ import pytest
 from remote_server import ScriptedServer
 from transformers import AutoTokenizer
 
+from engine_helpers import turn
 from engine.api import (
     GenerateRequest,
     Message,
@@ -44,19 +45,12 @@ async def remote(server: ScriptedServer, chatml_model: Path) -> AsyncIterator[Re
     await engine.close()
 
 
-async def _turn(engine: RemoteEngine, request: GenerateRequest) -> tuple[list[TokenEvent], TurnFinished]:
-    tokens: list[TokenEvent] = []
-    async for event in engine.generate(request):
-        if isinstance(event, TurnFinished):
-            return tokens, event
-        tokens.append(event)
-    raise AssertionError("no TurnFinished")
 
 
 async def test_the_history_goes_as_exact_ids_and_the_server_cache_is_reused(remote: RemoteEngine,
                                                                            server: ScriptedServer,
                                                                            chatml_model: Path) -> None:
-    tokens, first = await _turn(remote, GenerateRequest(HELLO, PARAMS))
+    tokens, first = await turn(remote, GenerateRequest(HELLO, PARAMS))
     expected = AutoTokenizer.from_pretrained(str(chatml_model)).apply_chat_template(
         [{"role": "user", "content": "hello"}], add_generation_prompt=True, tokenize=False)
     assert list(first.prompt_ids) == AutoTokenizer.from_pretrained(str(chatml_model)).encode(
@@ -67,16 +61,16 @@ async def test_the_history_goes_as_exact_ids_and_the_server_cache_is_reused(remo
     assert tokens[0].candidates[1].text != ""  # named by id only: its text from our tokenizer
     history = (*HELLO, Message("assistant", "whatever the text says", first.token_ids), Message("user", "more"))
     counted = await remote.count_tokens(history)
-    _, second = await _turn(remote, GenerateRequest(history, PARAMS))
+    _, second = await turn(remote, GenerateRequest(history, PARAMS))
     sent = server.script.bodies[-1]["prompt"]
     assert sent[: len(first.prompt_ids) + 4] == [*first.prompt_ids, 300, 301, 302, 303]  # the exact reply ids
     assert second.reused_tokens == len(first.prompt_ids) + 4 and counted == len(sent) == second.prompt_tokens
 
 
 async def test_a_branch_sends_the_reply_prefix_and_the_chosen_id(remote: RemoteEngine, server: ScriptedServer) -> None:
-    _, first = await _turn(remote, GenerateRequest(HELLO, PARAMS))
+    _, first = await turn(remote, GenerateRequest(HELLO, PARAMS))
     branch = (*HELLO, Message("assistant", "", (300, 301)))  # the first two tokens, the second one chosen
-    tokens, done = await _turn(remote, GenerateRequest(branch, PARAMS, continue_last=True))
+    tokens, done = await turn(remote, GenerateRequest(branch, PARAMS, continue_last=True))
     assert server.script.bodies[-1]["prompt"] == [*first.prompt_ids, 300, 301]
     assert [t.index for t in tokens] == [2, 3] and done.token_ids == (300, 301, 302, 303)
 
@@ -112,7 +106,7 @@ async def test_without_a_tokenizer_the_chat_endpoint_is_used_and_said_once(serve
     engine = RemoteEngine(HttpOptions(server.url), tokenizer=str(tmp_path / "nothing-here"))
     info = await engine.load("scripted")
     assert sum("takes token-id prompts, but No tokenizer" in note for note in info.notes) == 1
-    await _turn(engine, GenerateRequest(HELLO, PARAMS))
+    await turn(engine, GenerateRequest(HELLO, PARAMS))
     assert "messages" in server.script.bodies[-1]
     await engine.close()
     await asyncio.sleep(0)

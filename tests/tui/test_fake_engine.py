@@ -7,17 +7,11 @@ import math
 
 import pytest
 
-from engine.api import EngineAPI, EngineError, GenerateRequest, Message, ModelLoadError, SamplingParams, TokenEvent, TurnFinished
+from engine_helpers import turn
+from engine.api import EngineAPI, EngineError, GenerateRequest, Message, ModelLoadError, SamplingParams, TokenEvent
 from engine.fake import ScriptedEngine, ScriptedToken
 
 
-async def _turn(engine: ScriptedEngine, request: GenerateRequest) -> tuple[list[TokenEvent], TurnFinished]:
-    tokens: list[TokenEvent] = []
-    async for event in engine.generate(request):
-        if isinstance(event, TurnFinished):
-            return tokens, event
-        tokens.append(event)
-    raise AssertionError("no TurnFinished")
 
 
 def _ask(text: str = "hi", **params: object) -> GenerateRequest:
@@ -28,9 +22,9 @@ async def test_is_an_engine_api_and_replays_script() -> None:
     engine = ScriptedEngine([["a", ScriptedToken("b", 0.3, (("c", 0.6),))]])
     assert isinstance(engine, EngineAPI)
     with pytest.raises(EngineError):
-        await _turn(engine, _ask())
+        await turn(engine, _ask())
     await engine.load("demo")
-    tokens, done = await _turn(engine, _ask(candidates=5))
+    tokens, done = await turn(engine, _ask(candidates=5))
     assert [t.text for t in tokens] == ["a", "b"] and done.text == "ab"
     b = tokens[1]
     assert b.rank == 2 and math.isclose(math.exp(b.logprob), 0.3)
@@ -42,14 +36,14 @@ async def test_is_an_engine_api_and_replays_script() -> None:
 async def test_greedy_and_candidates_off() -> None:
     engine = ScriptedEngine([[ScriptedToken("b", 0.3, (("c", 0.6),))]])
     await engine.load("demo")
-    tokens, _ = await _turn(engine, _ask(temperature=0.0, candidates=0))
+    tokens, _ = await turn(engine, _ask(temperature=0.0, candidates=0))
     assert tokens[0].sampled_prob == 0.0 and tokens[0].candidates == ()
 
 
 async def test_max_tokens_cancel_and_set_params() -> None:
     engine = ScriptedEngine([["x"] * 50], token_delay=0.001)
     await engine.load("demo")
-    _, done = await _turn(engine, _ask(max_tokens=3))
+    _, done = await turn(engine, _ask(max_tokens=3))
     assert done.finish_reason == "length" and done.generated_tokens == 3
     seen = 0
     async for event in engine.generate(_ask()):
@@ -68,10 +62,10 @@ async def test_max_tokens_cancel_and_set_params() -> None:
 async def test_continue_last_and_cache_reuse() -> None:
     engine = ScriptedEngine([["a", "b", "c", "d"]])
     await engine.load("demo")
-    tokens, first = await _turn(engine, _ask())
+    tokens, first = await turn(engine, _ask())
     prefix = Message("assistant", "ab", (tokens[0].id, tokens[1].id))
     request = GenerateRequest((Message("user", "hi"), prefix), SamplingParams(), continue_last=True)
-    more, done = await _turn(engine, request)
+    more, done = await turn(engine, request)
     assert [t.index for t in more] == [2, 3]
     assert done.token_ids[:2] == prefix.token_ids and done.text == "abcd"
     assert done.reused_tokens > 0 and done.reused_tokens + done.prefilled_tokens == done.prompt_tokens
@@ -86,5 +80,5 @@ async def test_load_error_and_close() -> None:
     await engine.close()
     await engine.close()  # idempotent
     with pytest.raises(EngineError):
-        await _turn(engine, _ask())
+        await turn(engine, _ask())
     await asyncio.sleep(0)
