@@ -1,15 +1,18 @@
 """Turning generated ids into text two ways: the reply as it streams, and each token on its own.
 
-`ReplyText` wraps mlx-lm's streaming detokenizer: a token yields only the text it *completes*, so
-a character split over several byte tokens (emoji, CJK) appears whole, once, never as mojibake.
-`PieceCache` renders a single token for the inspector (the candidates list, the token under the
-cursor): there a token holding half a character is shown honestly as its bytes, e.g. ``\\xe4\\xbd``.
+`ReplyText` streams the reply: a token yields only the text it *completes*, so a character split
+over several byte tokens (emoji, CJK) appears whole, once, never as mojibake. `PieceCache` renders
+a single token for the inspector (the candidates list, the token under the cursor): there a token
+holding half a character is shown honestly as its bytes, e.g. ``\\xe4\\xbd``. Both write a byte that
+is part of no character the same way, ``\\x9d``, so one token reads the same in the reply, the
+panel and `logitscope run`'s output.
 
 No MLX here; only the tokenizer. `tokenizer` is mlx-lm's `TokenizerWrapper`.
 """
 
 from __future__ import annotations
 
+import codecs
 from typing import Any, Callable, Iterable
 
 from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, SPMStreamingDetokenizer
@@ -18,29 +21,93 @@ _SPM_SPACE = "\u2581".encode("utf-8")
 
 
 class ReplyText:
-    """The streamed text of one reply (a continued reply is primed with the ids it already has)."""
+    """The streamed text of one reply (a continued reply is primed with the ids it already has).
+
+    One rule for bytes, the same as `PieceCache`'s: the reply's text is the UTF-8 decoding of
+    all its tokens' bytes, where a byte that is part of no character is written ``\\x9d``. Such a
+    byte shows at the token that holds it (mlx-lm's detokenizers held it back and then wrote a
+    bare U+FFFD into the *next* token's text, while the candidates panel showed ``\\x9d``); a
+    character split over byte tokens shows whole, once, at the token that completes it.
+    """
 
     def __init__(self, tokenizer: Any, prefix_ids: Iterable[int] = ()) -> None:
         """Priming with the prefix lets a split character that spans prefix and reply join up."""
-        self._detokenizer = tokenizer.detokenizer  # a fresh copy per reply
+        self._stream = _ByteStream(tokenizer) if _reads_bytes(tokenizer) else _MlxStream(tokenizer)
         for token_id in prefix_ids:
-            self._detokenizer.add_token(token_id)
-        _ = self._detokenizer.last_segment  # the prefix was shown before; only new text streams
+            self._stream.add(token_id)
+        self._stream.segment()  # the prefix was shown before; only new text streams
 
     def add(self, token_id: int) -> str:
         """Add one token; returns the text it completes ("" while a character is still split)."""
-        self._detokenizer.add_token(token_id)
-        return self._detokenizer.last_segment
+        self._stream.add(token_id)
+        return self._stream.segment()
 
     def flush(self) -> str:
         """Finish the stream and return only the text still held back (a preview's last piece)."""
-        self._detokenizer.finalize()
-        return str(self._detokenizer.last_segment)
+        self._stream.finalize()
+        return self._stream.segment()
 
     def finish(self) -> str:
         """Flush what was held back and return the whole reply's text (prefix included)."""
+        self._stream.finalize()
+        return self._stream.text
+
+
+class _ByteStream:
+    """Byte-exact streaming for vocabularies that say which bytes each token holds.
+
+    Python's incremental UTF-8 decoder holds back only bytes that may still begin a character
+    and writes any other byte at once with ``backslashreplace``: the form `PieceCache` uses.
+    The reply's first text loses one leading space, as mlx-lm's detokenizers (and
+    SentencePiece) do, so the text matches theirs wherever the bytes are valid UTF-8.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._to_bytes = _byte_reader(tokenizer)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="backslashreplace")
+        self.text = ""
+        self._shown = 0  # how much of `text` earlier segments returned
+
+    def add(self, token_id: int) -> None:
+        self._append(self._decoder.decode(self._to_bytes(token_id)))
+
+    def finalize(self) -> None:
+        self._append(self._decoder.decode(b"", final=True))
+
+    def segment(self) -> str:
+        """The text added since the last call."""
+        new, self._shown = self.text[self._shown:], len(self.text)
+        return new
+
+    def _append(self, text: str) -> None:
+        if not self.text and text.startswith(" "):
+            text = text[1:]
+        self.text += text
+
+
+class _MlxStream:
+    """mlx-lm's own streaming detokenizer, for tokenizers whose bytes cannot be read per token."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._detokenizer = tokenizer.detokenizer  # a fresh copy per reply
+
+    @property
+    def text(self) -> str:
+        return str(self._detokenizer.text)
+
+    def add(self, token_id: int) -> None:
+        self._detokenizer.add_token(token_id)
+
+    def finalize(self) -> None:
         self._detokenizer.finalize()
-        return self._detokenizer.text
+
+    def segment(self) -> str:
+        return str(self._detokenizer.last_segment)
+
+
+def _reads_bytes(tokenizer: Any) -> bool:
+    """Whether each token's bytes are known exactly (byte-level BPE, SentencePiece)."""
+    return isinstance(tokenizer.detokenizer, (BPEStreamingDetokenizer, SPMStreamingDetokenizer))
 
 
 class PieceCache:

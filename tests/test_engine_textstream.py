@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from byte_replies import byte_id, byte_reply
 from mlx_lm.utils import load_tokenizer
 
 from engine.textstream import PieceCache, ReplyText
@@ -55,3 +56,29 @@ def _unescape(piece: str) -> bytes:
     """A displayed piece back to bytes: text as UTF-8, each \\xNN escape as its byte."""
     parts = re.split(r"(\\x[0-9a-f]{2})", piece)
     return b"".join(bytes([int(p[2:], 16)]) if re.fullmatch(r"\\x[0-9a-f]{2}", p) else p.encode() for p in parts)
+
+
+def test_a_byte_that_is_no_character_reads_as_its_byte_in_the_reply(chatml_model: Path) -> None:
+    """One rule for bytes (#16.9): a byte that is part of no character is written ``\\x9d`` in
+    the reply's text, as its piece is, at the token that holds it; never a bare U+FFFD, never
+    moved into the next token's text. A reply cut after a leading byte ends in that byte's
+    escape too."""
+    tok = load_tokenizer(chatml_model)
+    pieces = PieceCache(tok)
+    stray, lead = byte_id(tok, 0x9D), byte_id(tok, 0xC3)
+    ok = tok.encode("ok", add_special_tokens=False)
+    ids = [*ok, stray, *tok.encode(" then", add_special_tokens=False), lead]
+    stream = ReplyText(tok)
+    texts = [stream.add(i) for i in ids]
+    assert texts[len(ok)] == "\\x9d" == pieces(stray)
+    assert texts[-1] == ""  # a leading byte waits: the next token may complete its character
+    assert stream.finish() == "ok\\x9d then\\xc3" == "".join(texts) + pieces(lead)
+
+
+def test_a_split_character_is_whole_in_the_reply_and_bytes_in_its_pieces(chatml_model: Path) -> None:
+    tok = load_tokenizer(chatml_model)
+    events, done = byte_reply(chatml_model, ["caf", 0xC3, 0xA9, " ok"])
+    first = next(n for n, e in enumerate(events) if e.piece == "\\xc3")
+    assert [e.piece for e in events[first:first + 2]] == ["\\xc3", "\\xa9"]
+    assert [e.text for e in events[first:first + 2]] == ["", "é"]  # once, whole, where it is complete
+    assert done.text == "café ok" == "".join(e.text for e in events) == tok.decode(list(done.token_ids))

@@ -1,0 +1,38 @@
+"""Replies that hold byte tokens, made by the real text mechanism (`engine.textstream`) from a
+real byte-level tokenizer, for the tests that check one reply reads the same everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mlx_lm.utils import load_tokenizer
+
+from engine.api import Candidate, TokenEvent, TurnFinished
+from engine.textstream import PieceCache, ReplyText
+
+
+def byte_id(tokenizer: Any, value: int) -> int:
+    """The id of the token holding just the byte `value` (shown as its escape, e.g. ``\\x9d``)."""
+    pieces = PieceCache(tokenizer)
+    return next(i for i in range(len(tokenizer)) if pieces(i) == f"\\x{value:02x}")
+
+
+def byte_reply(model: Path, parts: list[str | int]) -> tuple[list[TokenEvent], TurnFinished]:
+    """A reply of `parts` (text encoded as the tokenizer would, an int as that single byte's
+    token), as the engine would send it: each event's text from `ReplyText`, its piece and its
+    candidates' texts from `PieceCache`; the turn's text is what `ReplyText.finish` returns."""
+    tokenizer = load_tokenizer(model)
+    ids: list[int] = []
+    for part in parts:
+        ids.extend([byte_id(tokenizer, part)] if isinstance(part, int) else tokenizer.encode(part, add_special_tokens=False))
+    stream, pieces = ReplyText(tokenizer), PieceCache(tokenizer)
+    events = [TokenEvent(index=n, id=i, text=stream.add(i), piece=pieces(i), logprob=-0.1, sampled_prob=0.9,
+                         rank=1, entropy=0.5, candidates=(Candidate(i, pieces(i), -0.1, 0.9),
+                                                          Candidate(i + 1, pieces(i + 1), -2.5, 0.1)))
+              for n, i in enumerate(ids)]
+    done = TurnFinished(prompt_ids=(1, 2), prompt_tokens=2, reused_tokens=0, prefilled_tokens=2,
+                        generated_tokens=len(ids), token_ids=tuple(ids), text=stream.finish(), ttft_s=0.01,
+                        prefill_tps=100.0, decode_tps=100.0, finish_reason="length", context_used=2 + len(ids),
+                        context_limit=512)
+    return events, done
