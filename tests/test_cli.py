@@ -28,7 +28,7 @@ REPLIES = (
     (ScriptedToken("Hi", 0.6, (("Hello", 0.3), ("Hey", 0.05))), "!", " there"),
     ("Sure", ".", ""),
 )
-TOKEN_KEYS = {"type", "turn", "index", "id", "text", "logprob", "sampled_prob", "rank", "entropy", "candidates"}
+TOKEN_KEYS = {"type", "turn", "index", "id", "text", "piece", "logprob", "sampled_prob", "rank", "entropy", "candidates"}
 TURN_KEYS = {"type", "turn", "prompt_ids", "prompt_tokens", "reused_tokens", "prefilled_tokens", "generated_tokens",
              "ttft_s", "prefill_tps", "decode_tps", "finish_reason", "text", "seed", "params"}
 

@@ -31,8 +31,8 @@ def token_record(turn: int, event: TokenEvent) -> dict[str, Any]:
     """One token as its --json line."""
     return {
         "type": "token", "turn": turn, "index": event.index, "id": event.id, "text": event.text,
-        "logprob": _number(event.logprob), "sampled_prob": _number(event.sampled_prob), "rank": event.rank,
-        "entropy": _number(event.entropy),
+        "piece": event.piece, "logprob": _number(event.logprob), "sampled_prob": _number(event.sampled_prob),
+        "rank": event.rank, "entropy": _number(event.entropy),
         "candidates": [
             {"id": c.id, "text": c.text, "logprob": _number(c.logprob), "sampled_prob": _number(c.sampled_prob)}
             for c in event.candidates
@@ -64,6 +64,7 @@ class Printer:
         self.err = err
         self.turns = turns
         self.on_token: Callable[[TokenEvent], None] | None = None  # --save records each token
+        self._texts: list[str] = []  # the reply's text written so far (plain output)
 
     def started(self, turn: int, prompt: str) -> None:
         """Before a reply: with several turns, plain output shows ``>>> the prompt`` (after a blank
@@ -84,19 +85,28 @@ class Printer:
             record = token_record(turn, event) | ({"previews": previews} if previews is not None else {})
             self.out.write(printable_json(json.dumps(record, ensure_ascii=False)) + "\n")
         else:
+            self._texts.append(event.text)
             self.out.write(printable(event.text))
         self.out.flush()
 
     def finished(self, turn: int, done: TurnFinished, params: SamplingParams) -> None:
-        """The end of a turn: a newline after the reply (and a note on stderr when the length limit
-        cut it), or the turn's --json line."""
+        """The end of a turn: what the stream held back and a newline after the reply (and a note
+        on stderr when the length limit cut it), or the turn's --json line."""
         if self.as_json:
             self.out.write(printable_json(json.dumps(turn_record(turn, done, params), ensure_ascii=False)) + "\n")
         else:
-            self.out.write("\n")
+            self.out.write(printable(held_back(self._texts, done.text)) + "\n")
+            self._texts = []
         self.out.flush()
         if not self.as_json and done.finish_reason == "length" and self.err is not None:
             say(self.err, f"note: reply {turn} was cut at the length limit ({params.max_tokens} tokens, --max-tokens)")
+
+
+def held_back(texts: list[str], whole: str) -> str:
+    """The end of a reply's `whole` text that no token's text carried: the bytes of a character
+    the reply was cut inside (``\\xe4``), which only the finished stream can write."""
+    shown = "".join(texts)
+    return whole[len(shown):] if whole.startswith(shown) else ""
 
 
 def progress_printer(err: TextIO) -> ProgressCallback:
