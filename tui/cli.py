@@ -1,6 +1,6 @@
 """The `logitscope` console script.
 
-``logitscope [--model SPEC] [--config PATH] [--trust-remote-code]`` opens the TUI;
+``logitscope [--model SPEC] [--config PATH] [--trust-remote-code] [--gguf-threads N]`` opens the TUI;
 ``logitscope run ...`` and ``logitscope bench ...`` are the headless engine CLI (imported only
 when asked for, so the TUI starts without it). ``--fake-engine`` (or LOGITSCOPE_FAKE_ENGINE=1),
 hidden from --help, swaps the model for the scripted test double: the tmux test and screenshots
@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
+    from engine.gguf import GgufEngine
+    from engine.settings import ModelConfig
     from tui.app import LogitscopeApp
 
 HEADLESS_COMMANDS = ("run", "bench")
@@ -30,13 +32,16 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Headless: 'logitscope run --help' and 'logitscope bench --help'. "
                "The conversation library: 'logitscope list', 'export ID --format md|json', 'import FILE'.",
     )
-    parser.add_argument("--model", metavar="SPEC", help="local model folder, Hugging Face repo id, or 'demo'")
+    parser.add_argument("--model", metavar="SPEC", help="local model folder, Hugging Face repo id, .gguf file "
+                        "(or owner/repo/file.gguf), or 'demo'")
     parser.add_argument("--config", metavar="PATH", type=Path, help="config file (default: the XDG one)")
     parser.add_argument("--trust-remote-code", action="store_true", default=None,
                         help="allow model code from the repo (only for repos you trust)")
     parser.add_argument("--server", metavar="URL", help="an OpenAI-compatible server (mlx_lm.server, vLLM, "
                         "llama.cpp) instead of MLX here; --model then names its model")
     parser.add_argument("--tokenizer", metavar="SPEC", help="the server's model's tokenizer, for token-id prompts")
+    parser.add_argument("--gguf-threads", metavar="N", help="llama.cpp's threads for GGUF files "
+                        "(0 = automatic; default: [model] gguf_threads)")
     parser.add_argument("--fake-engine", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--version", action="store_true",
                         help="print the versions and which BLAS MLX would use here (and why), then exit")
@@ -73,10 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from engine.cli import version
 
         return version.main()
-    from engine.gguf import GgufEngine, is_gguf_spec
-    from engine.settings import load_config
+    from engine.settings import load_config, parse_gguf_threads
     from tui.app import LogitscopeApp
 
+    try:
+        threads = None if args.gguf_threads is None else parse_gguf_threads(args.gguf_threads)
+    except ValueError as error:
+        print(f"logitscope: {error}", file=sys.stderr)
+        return 2
     loaded = load_config(args.config, explicit=args.config is not None)
     if _use_fake(args):
         from engine.fake import ScriptedEngine
@@ -93,22 +102,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         except EngineError as error:
             print(f"logitscope: {error}", file=sys.stderr)
             return 2
-    elif is_gguf_spec(args.model or loaded.config.model.default):
-        m = loaded.config.model
-        engine = GgufEngine(max_context=m.max_context, fast_blas=m.fast_blas, compute_dtype=m.compute_dtype,
-                            fast_layers=m.fast_layers)  # takes MLX models too (the model picker)
     else:
-        from engine.client import Engine
-
-        m = loaded.config.model
-        from engine.settings import kv_cache_dir
-
-        engine = Engine(max_context=m.max_context, fast_blas=m.fast_blas, compute_dtype=m.compute_dtype,
-                        fast_layers=m.fast_layers, kv_cache_dir=kv_cache_dir())
+        engine = local_engine(loaded.config.model, threads)
     app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)  # type: ignore[arg-type]
     tune_gc_for_streaming()
     app.run()
     return after_exit(app)
+
+
+def local_engine(model: ModelConfig, threads: int | None) -> GgufEngine:
+    """The engine for models on this machine, whatever the first one is: `GgufEngine` loads MLX
+    folders exactly as `engine.client.Engine` does and ``.gguf`` files with llama.cpp, on one
+    thread, so the model picker can switch from the demo to a GGUF file and back in one session
+    (a GGUF file without the [gguf] extra is refused at load, in one line saying how to install it).
+    `threads`: --gguf-threads (None: [model] gguf_threads; 0: automatic)."""
+    from engine.gguf import GgufEngine
+    from engine.settings import kv_cache_dir
+
+    return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
+                      fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir(),
+                      threads=model.gguf_threads if threads is None else threads)
 
 
 def after_exit(app: "LogitscopeApp") -> int:

@@ -33,7 +33,7 @@ from engine.api import (
     SamplingParams,
     TurnFinished,
 )
-from engine.settings import Config, load_config, printable
+from engine.settings import Config, load_config, parse_gguf_threads, printable
 from engine.cli.output import Printer, progress_printer, say as _say
 from engine.cli.params import add_param_flags, params_from_args
 from engine.cli.previews import PreviewSpec, parse_preview, run_turn_with_previews
@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="{run,bench}")
     run = commands.add_parser("run", help="run prompts headless and print the replies (or JSON lines)",
                               description=RUN_DESCRIPTION)
-    run.add_argument("--model", help='a model folder, a Hugging Face repo id, or "demo" (default: from config)')
+    run.add_argument("--model", help='a model folder, a Hugging Face repo id, a .gguf file (or owner/repo/file.gguf), '
+                     'or "demo" (default: from config)')
     run.add_argument("--system", help="a system message before the first prompt")
     run.add_argument("--prompt", action="append", required=True,
                      help="one user turn; repeat for more turns; - reads it from stdin")
@@ -82,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --json: each token's line lists where its top K candidates lead, N tokens each "
                      "(the [preview] settings: greedy, or the turn's parameters with a fixed seed)")
     run.add_argument("--trust-remote-code", action="store_true", help="allow Python code shipped with the model")
+    run.add_argument("--gguf-threads", type=_threads, metavar="N",
+                     help="llama.cpp's threads for a .gguf model (0 = automatic; default: [model] gguf_threads)")
     run.add_argument("--config", help="a config file to use instead of ~/.config/logitscope/config.toml")
     run.add_argument("--no-config", action="store_true",
                      help="ignore your config file (and the settings the app saved there): built-in defaults")
@@ -92,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--continue", dest="continue_id", metavar="ID", help="continue a chat from the library "
                      "(its replies as their exact token ids when the model is the same); new turns are saved to it")
     return parser
+
+
+def _threads(text: str) -> int:
+    """--gguf-threads, checked where the config key is (one line through `_Parser.error`)."""
+    try:
+        return parse_gguf_threads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--gguf-threads ")) from None
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if args.server is not None or args.tokenizer is not None:
         config = replace(config, engine=replace(config.engine, server=args.server or config.engine.server,
                                                 tokenizer=args.tokenizer or config.engine.tokenizer))
+    if args.gguf_threads is not None:
+        config = replace(config, model=replace(config.model, gguf_threads=args.gguf_threads))
     if args.preview is not None and not args.json:
         raise UsageError("--preview needs --json: the previews are part of each token's JSON line")
     if args.continue_id is not None and args.system is not None:
@@ -181,7 +194,8 @@ def _real_engine(config: Config, spec: str = "") -> EngineAPI:
     model = config.model
     if is_gguf_spec(spec):
         return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas,
-                          compute_dtype=model.compute_dtype, fast_layers=model.fast_layers)
+                          compute_dtype=model.compute_dtype, fast_layers=model.fast_layers,
+                          threads=model.gguf_threads)
     from engine.settings import kv_cache_dir
 
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,

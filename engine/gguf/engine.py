@@ -30,10 +30,11 @@ class GgufEngine(Engine):
     any other spec loads an MLX model exactly as `Engine` does (one engine thread for both)."""
 
     def __init__(self, max_context: int = 0, *, threads: int = 0, fast_blas: bool = True, compute_dtype: str = "auto",
-                 fast_layers: bool = True) -> None:
+                 fast_layers: bool = True, kv_cache_dir: str = "") -> None:
         """`threads`: llama.cpp's threads (0 = `default_threads`); the rest as `Engine`'s, for the
         MLX models this engine loads as well (every spec that is not a ``.gguf`` file)."""
-        super().__init__(max_context, fast_blas=fast_blas, compute_dtype=compute_dtype, fast_layers=fast_layers)
+        super().__init__(max_context, fast_blas=fast_blas, compute_dtype=compute_dtype, fast_layers=fast_layers,
+                         kv_cache_dir=kv_cache_dir)
         self.threads = threads or default_threads()
 
     def _ensure_worker(self) -> EngineWorker:

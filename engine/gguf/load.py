@@ -7,16 +7,15 @@ extra not installed, a vocabulary not supported) is one line (`ModelLoadError`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from engine.api import LoadProgress, ModelLoadError
+from engine.models.ggufs import hub_file, is_gguf_spec  # noqa: F401 - is_gguf_spec: engine.gguf's public name
 
 DEFAULT_CONTEXT = 8192  # llama.cpp allocates the whole KV cache up front: a 128k model would not fit
 MAGIC = b"GGUF"
-_HUB_FILE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)/([^/]+\.gguf)", re.IGNORECASE)  # owner/repo/file.gguf
 INSTALL_HINT = 'GGUF models need the [gguf] extra: pip install "logitscope[gguf]"'
 
 
@@ -32,29 +31,24 @@ class LoadedGguf:
     context_note: str
 
 
-def is_gguf_spec(spec: str) -> bool:
-    """Whether a model spec names a GGUF file (by its suffix; the file is checked at load)."""
-    return spec.strip().lower().endswith(".gguf")
-
-
 def resolve_gguf(spec: str, report: Callable[[LoadProgress], None]) -> str:
-    """A local path for `spec`: itself, or for ``owner/repo/file.gguf`` (not a local file) that
-    file from the Hugging Face hub, downloaded once into its cache with progress; one line on failure."""
-    found = _HUB_FILE.fullmatch(spec.strip())
-    if found is None or Path(spec).expanduser().exists():
+    """A local path for `spec`: itself, or for ``owner/repo/[folder/]file.gguf`` (not a local file)
+    that file from the Hugging Face hub, downloaded once into its cache with progress; one line on failure."""
+    found = hub_file(spec)
+    if found is None:
         return spec
     from huggingface_hub import hf_hub_download
 
-    from engine.models.hub import _download_error, _progress_class
+    from engine.models.download import download_error, progress_class
 
-    repo_id, filename = found.group(1), found.group(2)
+    repo_id, filename = found
     report(LoadProgress(f"looking for {filename} in {repo_id} on Hugging Face"))
     try:
-        return str(hf_hub_download(repo_id, filename, tqdm_class=_progress_class(repo_id, report)))
+        return str(hf_hub_download(repo_id, filename, tqdm_class=progress_class(repo_id, report)))
     except Exception as error:  # noqa: BLE001 - every hub failure becomes one line for the user
         if type(error).__name__ == "EntryNotFoundError":
             raise ModelLoadError(f"{repo_id} has no file {filename}") from error
-        raise _download_error(repo_id, error) from error
+        raise download_error(repo_id, error) from error
 
 
 def check_file(spec: str) -> Path:

@@ -9,6 +9,7 @@ from engine.models.hub import (
     ModelEntry,
     check_model_folder,
     demo_model_path,
+    folder_models,
     is_loadable_folder,
     list_local_models,
     looks_like_repo_id,
@@ -18,6 +19,7 @@ from engine.models.hub import (
     record_recent,
     resolve_model,
 )
+from engine.models.ggufs import is_gguf_spec
 from engine.models.load import LoadedModel, load_model
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "ModelEntry",
     "check_model_folder",
     "demo_model_path",
+    "folder_models",
+    "is_gguf_spec",
     "is_loadable_folder",
     "list_local_models",
     "load_model",

@@ -3,7 +3,9 @@
 Nothing here imports MLX, so the TUI's model picker (`list_local_models`) and the CLI can use it
 freely. `engine.models` calls `resolve_model` and `check_model_folder` on the engine thread before
 it hands the folder to mlx-lm: every way a model can be wrong is caught here first and turned into
-one line that says what to do, instead of a traceback from deep inside a loader.
+one line that says what to do, instead of a traceback from deep inside a loader. Downloading is
+`engine.models.download`; the picker's GGUF files (HF cache, typed folders) are read by
+`engine.models.ggufs`.
 """
 
 from __future__ import annotations
@@ -11,28 +13,24 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
-import io
 import json
 import os
 import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
-from engine.api import LoadProgress, ModelLoadError
+from engine.api import ModelLoadError
+from engine.models import ggufs
+from engine.models.download import ALLOW_PATTERNS, Report, download_model, one_line  # noqa: F401 - re-exported
+from engine.models.download import download_error as _download_error  # noqa: F401 - the tests' old names
+from engine.models.download import progress_class as _progress_class  # noqa: F401
 from engine.settings.files import read_regular_text
 from engine.settings.paths import state_dir
 
 DEMO_SPEC = "demo"
-Report = Callable[[LoadProgress], None]
 
-# What mlx-lm itself downloads (mlx_lm.utils.DEFAULT_ALLOW_PATTERNS): weights in safetensors only,
-# so a PyTorch-only repo never pulls gigabytes of .bin files it cannot use.
-ALLOW_PATTERNS = (
-    "*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken", "tiktoken.model",
-    "*.txt", "*.jsonl", "*.jinja",
-)
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _FOREIGN_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.gguf", "*.ckpt", "tf_model.h5")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model", "*.tiktoken", "vocab.json")
@@ -67,88 +65,6 @@ def resolve_model(spec: str, report: Report) -> tuple[Path, str]:
             'mlx-community/Qwen3-0.6B-4bit, or "demo")'
         )
     return path.resolve(), path.resolve().name
-
-
-# ---------------------------------------------------------------------------------------------
-# Downloading
-
-
-def _progress_class(repo_id: str, report: Report) -> type:
-    """A tqdm class that forwards progress to `report` instead of drawing bars.
-
-    huggingface_hub creates one bar for the file count and two for bytes; each one reports its
-    own description and fraction. It may be called from download worker threads.
-    """
-    from tqdm.auto import tqdm  # type: ignore[import-untyped]  # tqdm ships no type information
-
-    class _Reporter(tqdm):  # type: ignore[misc]  # subclassing the untyped tqdm (flagged by --strict)
-        """A bar that is never drawn: every refresh becomes one LoadProgress."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            """huggingface_hub passes `name`, which tqdm itself does not accept."""
-            kwargs.pop("name", None)
-            kwargs["file"] = io.StringIO()  # never drawn: display() below reports instead
-            super().__init__(*args, **kwargs)
-
-        def display(self, msg: str | None = None, pos: int | None = None) -> bool:
-            """tqdm's drawing hook, replaced: report what this bar measures and how far along."""
-            total = self.total or 0
-            fraction = min(1.0, self.n / total) if total else None
-            what = self.desc or "downloading"
-            if self.unit == "B" and total:
-                what = f"{what} {self.n / 1e6:.1f} of {total / 1e6:.1f} MB"
-            report(LoadProgress(f"{repo_id}: {what}", fraction))
-            return True
-
-    return _Reporter
-
-
-def download_model(repo_id: str, report: Report, cache_dir: str | None = None) -> Path:
-    """Fetch (or find in the local cache) an MLX model repo; every failure is one clear line."""
-    from huggingface_hub import snapshot_download
-
-    report(LoadProgress(f"looking for {repo_id} on Hugging Face"))
-    try:
-        folder = snapshot_download(
-            repo_id, allow_patterns=list(ALLOW_PATTERNS), cache_dir=cache_dir,
-            tqdm_class=_progress_class(repo_id, report),
-        )
-    except Exception as error:  # every hub failure becomes one line for the user
-        raise _download_error(repo_id, error) from error
-    return Path(folder)
-
-
-def _download_error(repo_id: str, error: Exception) -> ModelLoadError:
-    """Map huggingface_hub's exceptions to what the user should do about them."""
-    from huggingface_hub import constants, errors
-
-    if isinstance(error, errors.GatedRepoError):
-        return ModelLoadError(
-            f"{repo_id} is gated: accept its terms on huggingface.co, then log in with `hf auth login`"
-        )
-    if isinstance(error, errors.RepositoryNotFoundError):
-        return ModelLoadError(
-            f"no model {repo_id} on Hugging Face and no local folder of that name "
-            "(check the spelling; for a private repo log in with `hf auth login`)"
-        )
-    if isinstance(error, errors.RevisionNotFoundError):
-        return ModelLoadError(f"{repo_id} has no such revision on Hugging Face")
-    if isinstance(error, errors.IncompleteSnapshotError):
-        return ModelLoadError(f"the cached copy of {repo_id} is incomplete and Hugging Face cannot be reached; "
-                              "reconnect to finish the download, or pass a local folder")
-    if isinstance(error, errors.LocalEntryNotFoundError):
-        why = "offline mode is on (HF_HUB_OFFLINE)" if constants.HF_HUB_OFFLINE else "no network"
-        return ModelLoadError(f"cannot download {repo_id}: {why} and it is not in the local cache; "
-                              "download it once online or pass a local folder")
-    if isinstance(error, errors.HFValidationError):
-        return ModelLoadError(f"not a valid Hugging Face repo id: {repo_id}")
-    return ModelLoadError(f"cannot download {repo_id}: {one_line(error)}")
-
-
-def one_line(error: BaseException, limit: int = 240) -> str:
-    """The first line of an exception's message, shortened: what a user can read in a status bar."""
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,9 +231,11 @@ class ModelEntry:
 
     spec: str
     name: str
-    source: Literal["demo", "recent", "cache"]
-    path: str | None  # the local folder, or None when it would have to be downloaded
+    source: Literal["demo", "recent", "cache", "folder"]  # folder: found in a path the user typed
+    path: str | None  # the local folder or file, or None when it would have to be downloaded
     size_bytes: int = 0  # 0 = unknown
+    format: Literal["mlx", "gguf"] = "mlx"  # gguf: one file, run by llama.cpp (the [gguf] extra)
+    quant: str = ""  # a GGUF file's weight type ("Q4_K_M"), "" when unknown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,9 +247,12 @@ _RECENT_LIMIT = 12
 def normalise_spec(spec: str) -> str:
     """Local folders are remembered (and compared) by absolute path, so they work from any directory."""
     spec = spec.strip()
-    if spec == DEMO_SPEC or looks_like_repo_id(spec):
+    if spec == DEMO_SPEC or looks_like_repo_id(spec) or ggufs.hub_file(spec) is not None:
         return spec
-    return str(Path(spec).expanduser().resolve())
+    path = Path(spec).expanduser()
+    if ggufs.is_gguf_spec(spec):  # a link to a blob keeps its own name (the name is what a GGUF file says)
+        return str(path.parent.resolve() / path.name)
+    return str(path.resolve())
 
 
 def recent_models(directory: str | Path | None = None) -> list[str]:
@@ -364,7 +285,8 @@ def record_recent(spec: str, directory: str | Path | None = None) -> None:
 
 
 def cached_models(cache_dir: str | Path | None = None) -> list[ModelEntry]:
-    """Models in the local Hugging Face cache that mlx-lm can load (newest revision of each)."""
+    """Models in the local Hugging Face cache (newest revision of each repo): the repo if mlx-lm
+    can load it, and each GGUF file it holds as ``owner/repo/file.gguf``."""
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
 
@@ -376,11 +298,46 @@ def cached_models(cache_dir: str | Path | None = None) -> list[ModelEntry]:
     for repo in sorted(info.repos, key=lambda r: r.repo_id.lower()):
         if repo.repo_type != "model" or not repo.revisions:
             continue
-        newest = max(repo.revisions, key=lambda r: r.last_modified)
-        if is_loadable_folder(Path(newest.snapshot_path)):
-            path = str(newest.snapshot_path)
-            entries.append(ModelEntry(repo.repo_id, repo.repo_id, "cache", path, repo.size_on_disk))
+        snapshot = Path(max(repo.revisions, key=lambda r: r.last_modified).snapshot_path)
+        if is_loadable_folder(snapshot):
+            entries.append(ModelEntry(repo.repo_id, repo.repo_id, "cache", str(snapshot), repo.size_on_disk))
+        for file in ggufs.files_in(snapshot, deep=True):
+            spec = f"{repo.repo_id}/{file.relative_to(snapshot).as_posix()}"
+            entries.append(gguf_entry(file, spec, spec, "cache"))
     return entries
+
+
+def gguf_entry(file: Path, spec: str, name: str, source: Literal["recent", "cache", "folder"]) -> ModelEntry:
+    """A picker row for a local GGUF file: its size (every part of a split model) and quantization."""
+    return ModelEntry(spec, name, source, str(file), ggufs.file_size(file), "gguf", ggufs.quantization(file))
+
+
+def folder_models(typed: str) -> list[ModelEntry]:
+    """What a path the user typed holds: the MLX model it is, and the GGUF files in it (or the
+    GGUF file it is). Never raises: a path that is not there holds nothing."""
+    path = Path(typed.strip()).expanduser()
+    try:
+        if path.is_file():
+            is_gguf = ggufs.is_gguf_spec(path.name)
+            return [gguf_entry(path, normalise_spec(str(path)), path.name, "folder")] if is_gguf else []
+        if not path.is_dir():
+            return []
+    except OSError:
+        return []
+    folder = path.resolve()
+    found = [ModelEntry(str(folder), folder.name, "folder", str(folder))] if is_loadable_folder(folder) else []
+    return found + [gguf_entry(f, normalise_spec(str(f)), f.relative_to(folder).as_posix(), "folder")
+                    for f in ggufs.files_in(folder)]
+
+
+def _recent_entry(spec: str) -> ModelEntry | None:
+    """A recent spec that is not in the cache list: a repo to download, a folder, a GGUF file."""
+    if looks_like_repo_id(spec) or ggufs.hub_file(spec) is not None:
+        return ModelEntry(spec, spec, "recent", None, format="gguf" if ggufs.is_gguf_spec(spec) else "mlx")
+    path = Path(spec)
+    if ggufs.is_gguf_spec(spec) and path.is_file():
+        return gguf_entry(path, spec, path.name, "recent")
+    return ModelEntry(spec, path.name, "recent", spec) if path.is_dir() else None
 
 
 def list_local_models(cache_dir: str | Path | None = None, state: str | Path | None = None) -> list[ModelEntry]:
@@ -392,10 +349,7 @@ def list_local_models(cache_dir: str | Path | None = None, state: str | Path | N
     for spec in recent_models(state):
         if spec == DEMO_SPEC:
             continue
-        if spec in cached:
-            entries.append(replace(cached.pop(spec), source="recent"))
-        elif looks_like_repo_id(spec):
-            entries.append(ModelEntry(spec, spec, "recent", None))
-        elif Path(spec).is_dir():
-            entries.append(ModelEntry(spec, Path(spec).name, "recent", spec))
+        entry = replace(cached.pop(spec), source="recent") if spec in cached else _recent_entry(spec)
+        if entry is not None:
+            entries.append(entry)
     return entries + list(cached.values())

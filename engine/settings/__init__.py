@@ -19,6 +19,7 @@ from engine.settings.files import (
 )
 from engine.settings.sections import (
     COMPUTE_DTYPES,
+    GGUF_THREADS_LIMIT,
     ChatConfig,
     Config,
     EngineConfig,
@@ -26,12 +27,14 @@ from engine.settings.sections import (
     ModelConfig,
     PreviewConfig,
     UIConfig,
+    parse_gguf_threads,
 )
 from engine.settings.paths import cache_dir, data_dir, kv_cache_dir, state_dir, user_config_dir
 from engine.settings.safe_text import printable, printable_json, shortened
 
 __all__ = [
     "COMPUTE_DTYPES",
+    "GGUF_THREADS_LIMIT",
     "ChatConfig",
     "EngineConfig",
     "MAX_PROBLEMS",
@@ -49,6 +52,7 @@ __all__ = [
     "display_path",
     "format_location",
     "load_config",
+    "parse_gguf_threads",
     "parse_toml",
     "printable",
     "printable_json",

@@ -28,6 +28,7 @@ from engine.settings.paths import cache_dir, state_dir, user_config_dir
 from engine.settings.sections import (
     COMPUTE_DTYPES,
     CONTEXT_STRATEGIES,
+    GGUF_THREADS_LIMIT,
     PREVIEW_SAMPLING,
     ChatConfig,
     Config,
@@ -132,6 +133,7 @@ _EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
         "default": _check_not_empty,
         "max_context": _check_range(0, 10_000_000),
         "compute_dtype": _check_choice(COMPUTE_DTYPES),
+        "gguf_threads": _check_range(0, GGUF_THREADS_LIMIT),
     },
     "ui": {
         "theme": _check_not_empty,

@@ -10,6 +10,18 @@ from pathlib import Path
 from engine.api import SamplingParams
 
 COMPUTE_DTYPES = ("auto", "float32", "bfloat16", "float16", "model")
+GGUF_THREADS_LIMIT = 512
+
+
+def parse_gguf_threads(text: str) -> int:
+    """``--gguf-threads N`` (``logitscope`` and ``logitscope run``): a whole number from 0 (automatic)
+    to GGUF_THREADS_LIMIT, the range [model] gguf_threads takes; ValueError with one line."""
+    value = text.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 4) or int(value) > GGUF_THREADS_LIMIT:
+        shown = value if len(value) <= 20 else value[:17] + "..."
+        raise ValueError(f"--gguf-threads takes a whole number from 0 (automatic) to {GGUF_THREADS_LIMIT}, "
+                         f"got {shown!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -22,6 +34,9 @@ class ModelConfig:
     compute_dtype: str = "auto"  # one of COMPUTE_DTYPES; "auto" = fastest on this machine
     fast_blas: bool = True  # load OpenBLAS into MLX on Linux CPUs
     fast_layers: bool = True  # CPU fast paths: prompt attention, SwiGLU, RoPE, RMSNorm (engine.cpu.routing)
+    # llama.cpp's threads for GGUF files; 0 = automatic (LOGITSCOPE_GGUF_THREADS, else
+    # engine.gguf.default_threads); --gguf-threads overrides it
+    gguf_threads: int = 0
 
 
 @dataclass(frozen=True)

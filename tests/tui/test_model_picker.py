@@ -186,7 +186,8 @@ def test_compute_label_is_short() -> None:
 
 
 def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import engine.client
+    """One engine for MLX folders and GGUF files (`GgufEngine`), whatever the first model is."""
+    import engine.gguf
 
     built: list[dict[str, object]] = []
     ran: list[bool | None] = []
@@ -198,7 +199,7 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
     def run(self: LogitscopeApp) -> None:
         ran.append(self.trust_remote_code)
 
-    monkeypatch.setattr(engine.client, "Engine", Recorder)
+    monkeypatch.setattr(engine.gguf, "GgufEngine", Recorder)
     monkeypatch.setattr(LogitscopeApp, "run", run)
     monkeypatch.delenv("LOGITSCOPE_FAKE_ENGINE", raising=False)
     config = tmp_path / "c.toml"
@@ -206,7 +207,7 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
                       "trust_remote_code = true\nfast_layers = false\n", encoding="utf-8")
     assert cli.main(["--config", str(config)]) == 0
     assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16", "fast_layers": False,
-                      "kv_cache_dir": ""}]  # the suite turns the disk KV cache off (conftest)
+                      "kv_cache_dir": "", "threads": 0}]  # the suite turns the disk KV cache off (conftest)
     assert ran == [True]
 
 

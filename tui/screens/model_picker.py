@@ -1,13 +1,16 @@
-"""The model picker: the demo, recently used models and the Hugging Face cache, or any local folder
-or repo id typed in. Dismisses with the spec to load (None = cancelled); loading is the app's job.
+"""The model picker: the demo, recently used models and the Hugging Face cache (MLX repos and
+each GGUF file they hold), or any local folder, .gguf file or repo id typed in (a typed folder
+lists the models in it). Dismisses with the spec to load (None = cancelled); loading is the app's job.
 
 Listing the Hugging Face cache walks the disk (every snapshot of every repo), which can take a
 while on a big or slow cache, so it runs in a thread worker: the dialog is usable at once (typing
-a spec works before the scan ends) and the list fills in when the scan is done.
+a spec works before the scan ends) and the list fills in when the scan is done. A typed path is
+looked into the same way (a path may be a slow mount), the newest typed text winning.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 from rich.text import Text
@@ -18,13 +21,14 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
-from engine.models import ModelEntry
+from engine.models import ModelEntry, folder_models
 from tui.safe_text import literal, printable
 from tui.screens.dialogs import Dialog
 from tui.widgets.plain_input import PlainInput
 
 ListModels = Callable[[], list[ModelEntry]]
-_SOURCES = {"demo": "built-in", "recent": "recent", "cache": "HF cache"}
+ListFolder = Callable[[str], list[ModelEntry]]  # what a typed path holds
+_SOURCES = {"demo": "built-in", "recent": "recent", "cache": "HF cache", "folder": "folder"}
 
 
 def _size(size_bytes: int) -> str:
@@ -48,7 +52,8 @@ def entry_prompt(entry: ModelEntry, current: bool) -> Text:
     row = Text(printable(entry.name), style="bold")
     if entry.name != entry.spec and entry.source != "demo":
         row.append(f"  {printable(entry.spec)}", style="dim")
-    details = [_SOURCES[entry.source], _size(entry.size_bytes)]
+    kind = " ".join(("GGUF", entry.quant)).strip() if entry.format == "gguf" else ""
+    details = [_SOURCES[entry.source], printable(kind), _size(entry.size_bytes)]
     details.append("not downloaded" if entry.path is None else "")
     row.append("  " + " · ".join(d for d in details if d), style="italic")
     if current:
@@ -69,11 +74,14 @@ class ModelPicker(Dialog):
         Binding("up", "move(-1)", "Up", show=False, id="picker.up", tooltip="Previous model"),
     ]
 
-    def __init__(self, list_models: ListModels, current: str | None = None) -> None:
+    def __init__(self, list_models: ListModels, current: str | None = None,
+                 list_folder: ListFolder = folder_models) -> None:
         super().__init__()
         self.list_models = list_models
+        self.list_folder = list_folder
         self.current = current
         self.entries: list[ModelEntry] | None = None  # None = still scanning
+        self.typed: tuple[str, list[ModelEntry]] = ("", [])  # a typed path and what it holds
         self._specs: list[str] = []  # the spec of each row, in row order
 
     def compose(self) -> ComposeResult:
@@ -90,6 +98,9 @@ class ModelPicker(Dialog):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The scan ended: show what it found, or say in one line why it could not look."""
+        if event.worker.name == "look-in-path" and event.state == WorkerState.SUCCESS:
+            self._looked(*event.worker.result)
+            return
         if event.worker.name != "list-models" or not event.worker.is_finished:
             return
         note = self.query_one("#note", Label)
@@ -103,15 +114,32 @@ class ModelPicker(Dialog):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._fill(event.value)
+        typed = event.value.strip()
+        if typed:  # it may be a path: a folder of models, or a .gguf file
+            self.run_worker(partial(self._look_in, typed), name="look-in-path", group="look-in-path",
+                            exclusive=True, thread=True, exit_on_error=False)
+
+    def _look_in(self, typed: str) -> tuple[str, list[ModelEntry]]:
+        """(In a thread.) What the typed path holds, paired with the text it was looked up for."""
+        return typed, self.list_folder(typed)
+
+    def _looked(self, typed: str, found: list[ModelEntry]) -> None:
+        """A typed path was looked into: show its models if the text is still the same."""
+        if typed == self.query_one(Input).value.strip():
+            self.typed = (typed, found)
+            self._fill(typed)
 
     def _fill(self, text: str) -> None:
-        """Rows for the entries matching `text`, then one to load `text` itself as typed."""
-        shown = [e for e in self.entries or [] if matches(e, text)]
+        """The models a typed path holds, the entries matching `text`, then one to load `text`
+        itself as typed."""
         typed = text.strip()
+        held = self.typed[1] if self.typed[0] == typed and typed else []
+        shown = held + [e for e in self.entries or [] if matches(e, text) and e not in held]
         rows = [Option(entry_prompt(e, e.spec == self.current)) for e in shown]
         self._specs = [e.spec for e in shown]
         if typed and typed not in self._specs:
-            rows.append(Option(Text.assemble("Load ", (printable(typed), "bold"), ("  (local folder or repo id)", "dim"))))
+            rows.append(Option(Text.assemble("Load ", (printable(typed), "bold"),
+                                             ("  (local folder, .gguf file or repo id)", "dim"))))
             self._specs.append(typed)
         options = self.query_one(OptionList)
         options.set_options(rows)

@@ -1,0 +1,101 @@
+"""llama.cpp's thread count as a setting: ``[model] gguf_threads`` and ``--gguf-threads N`` on
+``logitscope`` and ``logitscope run`` (the flag over the key, the key over
+``LOGITSCOPE_GGUF_THREADS``, 0 = automatic: `engine.gguf.default_threads`); a bad value is one line.
+No model is loaded: the engines are built, not started.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.cli import run
+from engine.gguf import GgufEngine, default_threads
+from engine.settings import load_config, parse_gguf_threads
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_config_key_and_its_bad_values(tmp_path: Path) -> None:
+    assert load_config(_config(tmp_path, "")).config.model.gguf_threads == 0  # documented in config.toml
+    assert load_config(_config(tmp_path, "[model]\ngguf_threads = 3\n")).config.model.gguf_threads == 3
+    for value, words in (("-1", "must be between 0 and 512, got -1"), ('"4"', "must be a whole number, got '4'"),
+                         ("9999", "must be between 0 and 512")):
+        loaded = load_config(_config(tmp_path, f"[model]\ngguf_threads = {value}\n"))
+        assert loaded.config.model.gguf_threads == 0 and len(loaded.problems) == 1
+        assert words in loaded.problems[0] and "[model] gguf_threads" in loaded.problems[0]
+
+
+def test_the_flag_value() -> None:
+    assert [parse_gguf_threads(text) for text in ("0", "4", " 12 ", "512")] == [0, 4, 12, 512]
+    for text in ("-1", "two", "1.5", "513", "", "٣", "9" * 5000):
+        with pytest.raises(ValueError) as caught:
+            parse_gguf_threads(text)
+        message = str(caught.value)
+        assert message.startswith("--gguf-threads takes a whole number from 0 (automatic) to 512")
+        assert "\n" not in message and len(message) < 160
+
+
+def test_zero_means_the_environment_then_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOGITSCOPE_GGUF_THREADS", raising=False)
+    assert GgufEngine(threads=0).threads == default_threads()
+    monkeypatch.setenv("LOGITSCOPE_GGUF_THREADS", "3")
+    assert GgufEngine(threads=0).threads == 3 and GgufEngine(threads=2).threads == 2
+
+
+def _tui_engine(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, Any]:
+    """What `logitscope ARGV` builds (the app not run): (exit status, the engine or None)."""
+    from tui import cli
+    from tui.app import LogitscopeApp
+
+    built: list[Any] = []
+    monkeypatch.setattr(LogitscopeApp, "run", lambda self: built.append(self.engine))
+    monkeypatch.delenv("LOGITSCOPE_FAKE_ENGINE", raising=False)
+    return cli.main(argv), (built[0] if built else None)
+
+
+def test_logitscope_takes_the_flag_over_the_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LOGITSCOPE_GGUF_THREADS", "7")
+    config = str(_config(tmp_path, "[model]\ngguf_threads = 2\n"))
+    assert _tui_engine(monkeypatch, ["--config", config])[1].threads == 2  # the key over the environment
+    assert _tui_engine(monkeypatch, ["--config", config, "--gguf-threads", "5"])[1].threads == 5
+    assert _tui_engine(monkeypatch, ["--config", config, "--gguf-threads", "0"])[1].threads == 7  # automatic
+    capsys.readouterr()
+    code, engine = _tui_engine(monkeypatch, ["--config", config, "--gguf-threads", "lots"])
+    err = capsys.readouterr().err
+    assert (code, engine) == (2, None)
+    assert err == "logitscope: --gguf-threads takes a whole number from 0 (automatic) to 512, got 'lots'\n"
+
+
+def test_run_takes_the_flag_over_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(_config(tmp_path, "[model]\ngguf_threads = 2\n"))
+
+    def engine_for(*flags: str) -> Any:
+        args = run.build_parser().parse_args(["run", "--prompt", "hi", "--config", config, *flags])
+        plan = run.plan_run(args)
+        return run._real_engine(plan.config, "model-Q4_0.gguf")
+
+    assert isinstance(engine_for(), GgufEngine) and engine_for().threads == 2
+    assert engine_for("--gguf-threads", "3").threads == 3
+    with pytest.raises(run.UsageError):
+        engine_for("--gguf-threads", "-2")
+    assert run.main(["run", "--prompt", "hi", "--model", "x.gguf", "--gguf-threads", "many"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--gguf-threads" in err[0] and "whole number from 0 (automatic) to 512" in err[0]
+
+
+def test_the_flag_is_in_both_helps() -> None:
+    from tui import cli
+
+    assert "--gguf-threads" in cli._parser().format_help()
+    run_parser = run.build_parser()
+    commands = next(a for a in run_parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert "--gguf-threads" in commands.choices["run"].format_help()
