@@ -49,6 +49,8 @@ class Session:
         self.snapshots = CacheSnapshots()  # of the layers that cannot be trimmed, at turn boundaries
         self.rebuilds = 0  # how often a non-trimmable cache had to be thrown away (for tests, stats)
         self.disk: Any = None  # an `engine.kvdisk.DiskKVCache`: recent histories' caches on disk
+        # makes each turn's decoder from (session, control); None: `engine.turn`'s MLX one
+        self.decoder_factory: Callable[..., Any] | None = None
 
     def reuse_prefix(self, prompt: Sequence[int]) -> int:
         """Cut the cache back to what `prompt` shares with it; returns how many ids are reused.

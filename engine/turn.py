@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, cast
+from typing import Any, Callable, Protocol, cast
 
 import mlx.core as mx
 
@@ -36,6 +36,21 @@ from engine.session import Session
 from engine.textstream import ReplyText
 
 
+class PendingToken(Protocol):
+    """A sampled token on its way: `token` is what the next step feeds (an MLX array here, an
+    int in the GGUF engine), `read` returns its packed statistics row (`engine.sampling`)."""
+
+    token: Any
+    candidates: int
+
+    def read(self) -> list[float]: ...
+
+
+class Decoder(Protocol):
+    """Feeds ids to the model and samples the next token (`_Decoder`; the GGUF engine's
+    `engine.gguf.decoder.OverlappedDecoder`, chosen by `Session.decoder_factory`)."""
+
+    def step(self, fed: Any) -> PendingToken: ...
 
 
 @dataclass
@@ -109,7 +124,7 @@ def run_turn(
             session.check()
             return loop.finished(prompt, reused, started, "cancelled", fed=len(session.tokens) - reused)
         session.snapshot()  # where its reply starts: a regenerate or a branch rewinds here
-        decoder = _Decoder(session, control)
+        decoder: Decoder = (session.decoder_factory or _Decoder)(session, control)
         pending = decoder.step(mx.array(list(last), dtype=mx.int32))
         session.tokens.extend(last)
         reason = loop.run(decoder, pending)
@@ -152,7 +167,7 @@ class _DecodeLoop:
         self.last_at = 0.0
         self.prefill_started = time.perf_counter()  # created right before the prefill
 
-    def run(self, decoder: _Decoder, pending: _Pending) -> FinishReason:
+    def run(self, decoder: Decoder, pending: PendingToken) -> FinishReason:
         """Read tokens until a stop token, max_tokens, the context limit, or a cancel.
 
         From the second token on, the step that feeds a token is dispatched before the token is
@@ -165,7 +180,7 @@ class _DecodeLoop:
         (measured: 2.5 ms on the 2M bench model, 8 ms on the 30M one), for keys and values the
         next turn can compute inside its prefill for a fraction of that.
         """
-        upcoming: _Pending | None = None
+        upcoming: PendingToken | None = None
         first = True
         while True:
             if self.control.cancelled.is_set():

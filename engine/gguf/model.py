@@ -22,6 +22,7 @@ import mlx.core as mx
 import numpy as np
 
 from engine.api import EngineError, ModelLoadError
+from engine.gguf.sidethread import SideThread
 
 GGML_TYPE_F32 = 0
 FLASH_ATTN_DISABLED = 0  # llama_flash_attn_type
@@ -84,6 +85,9 @@ class LlamaModel:
         self.n_ctx, self.batch, self.threads = n_ctx, batch, threads
         self._ctx = self._new_context(all_f32=_file_type(llama_cpp, self._model) == _ALL_F32)
         self.cache_layer: LlamaCache | None = None
+        # the GGUF decoder's statistics run here while llama.cpp decodes (`engine.gguf.decoder`)
+        self.stats_thread = SideThread("logitscope-stats")
+        self._view: tuple[int, np.ndarray] | None = None  # (address, numpy view) of the logits buffer
 
     def _new_context(self, all_f32: bool) -> Any:
         """A context of `n_ctx` positions. An all-float32 file keeps float32 keys and values and
@@ -123,12 +127,16 @@ class LlamaModel:
         rows = np.asarray(ids)
         if rows.ndim != 2 or rows.shape[0] != 1:
             raise EngineError(f"the GGUF engine feeds one sequence at a time, not ids of shape {rows.shape}")
-        tokens = [int(i) for i in rows[0]]
+        return mx.array(self.feed([int(i) for i in rows[0]], cache))[None, None]  # mx.array copies the view
+
+    def feed(self, tokens: list[int], cache: list[LlamaCache]) -> np.ndarray:
+        """Feed `tokens` in batches; llama.cpp's own buffer of the last one's logits, valid until
+        the next decode (the GGUF decoder's sampler copies it once, `engine.gguf.sampler`)."""
         for start in range(0, len(tokens), self.batch):
             part = tokens[start:start + self.batch]
             self.decode(part)
             cache[0].offset += len(part)
-        return mx.array(self._logits_view())[None, None]  # mx.array copies the view once
+        return self._logits_view()
 
     def decode(self, tokens: list[int]) -> None:
         """Run llama.cpp on `tokens` after what its memory holds (logits for the last one only)."""
@@ -146,7 +154,10 @@ class LlamaModel:
         pointer = self._lib.llama_get_logits_ith(self._ctx, -1)
         if not pointer:
             raise EngineError("llama.cpp returned no logits for the last position")
-        return np.ctypeslib.as_array(pointer, shape=(self.args.vocab_size,))
+        address = ctypes.addressof(pointer.contents)
+        if self._view is None or self._view[0] != address:  # a new view costs ~15 us a token
+            self._view = (address, np.ctypeslib.as_array(pointer, shape=(self.args.vocab_size,)))
+        return self._view[1]
 
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenization of `text` (special tokens parsed, none added)."""
@@ -168,7 +179,8 @@ class LlamaModel:
         return int(self._lib.llama_model_n_params(self._model))
 
     def close(self) -> None:
-        """Free the context and the model (on the engine thread)."""
+        """Free the context and the model (on the engine thread), and end the statistics thread."""
+        self.stats_thread.close()
         if self._ctx:
             self._lib.llama_free(self._ctx)
             self._ctx = None

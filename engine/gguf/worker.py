@@ -10,13 +10,14 @@ MLX still runs the sampler on each logits row, on this same thread.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.api import EngineError, ModelInfo, ModelLoadError
 from engine.models import one_line
 from engine.watchdog import Watchdog, bound_template
-from engine.commands import LoadCommand, PreviewCommand
+from engine.commands import GenerateCommand, LoadCommand, PreviewCommand
 from engine.worker import EngineOptions, EngineWorker, _clipped
 
 if TYPE_CHECKING:
@@ -30,6 +31,15 @@ class GgufWorker(EngineWorker):
     def __init__(self, options: EngineOptions | None = None, threads: int = 1) -> None:
         self._threads = threads
         super().__init__(options)
+
+    def _run(self) -> None:
+        """The MLX engine's thread body; at its end the llama.cpp model is freed too (on this
+        thread), and with it its statistics thread."""
+        try:
+            super()._run()
+        finally:
+            if self._session is not None:
+                _close_model(self._session)
 
     def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
         """Replace the loaded model once the new one is in; a failed load keeps the old one."""
@@ -48,6 +58,20 @@ class GgufWorker(EngineWorker):
             command.sink(ModelLoadError(f"Could not load {_clipped(command.spec)}: {one_line(exc)}"))
         return old
 
+    def _generate(self, command: GenerateCommand, session: Session | None) -> None:
+        """As the MLX engine's, with the turn's events posted from the statistics thread
+        (`engine.gguf.decoder.HandOff`); returns once all of them, the last included, are posted."""
+        if session is None or not _is_llama(session):
+            super()._generate(command, session)
+            return
+        from engine.gguf.decoder import HandOff
+
+        handoff = HandOff(command.sink, session.model.stats_thread)
+        try:
+            super()._generate(replace(command, sink=handoff), session)
+        finally:
+            handoff.flush()
+
     def _preview(self, command: PreviewCommand, session: Session | None) -> None:
         """What-if previews need a batch cache copied from the session's; llama.cpp's memory is
         one sequence shared with the chat here, so a GGUF model refuses them (and keeps its cache)."""
@@ -61,7 +85,9 @@ class GgufWorker(EngineWorker):
         import mlx.core as mx
 
         from engine.api import LoadProgress
+        from engine.gguf.decoder import decoder_factory
         from engine.gguf.load import load_gguf
+        from engine.lastrow import LastRowHead
         from engine.session import Session
 
         name = Path(command.spec).expanduser().name or command.spec
@@ -73,8 +99,9 @@ class GgufWorker(EngineWorker):
             self._stream = mx.new_stream(mx.default_device())
         speed = self._speed
         assert speed is not None  # set before the first command is read
-        session = Session(loaded.model, loaded.tokenizer, loaded.context, self._stream, None,
+        session = Session(loaded.model, loaded.tokenizer, loaded.context, self._stream, LastRowHead([]),
                           sampler_exp=speed.sampler_exp)
+        session.decoder_factory = decoder_factory(loaded.model.stats_thread)
         if old is not None:
             old.close()
             _close_model(old)

@@ -1,0 +1,230 @@
+"""The sampling chain and its statistics in numpy: the GGUF engine's exact twin of `engine.sampling`
+and `engine.penalties`, split in two so the statistics overlap llama.cpp's next forward pass.
+
+Why a twin: llama.cpp hands each logits row over in host memory, and the MLX sampler's per-token
+cost on a CPU is mostly building its graph (~5-10 us per node): 0.47 ms a token at a 32k
+vocabulary, 1.9 ms at 152k, next to llama.cpp's ~1.1-1.7 ms decode step of a 30M model. numpy
+computes the same numbers in a fraction of that, with no graph.
+
+Why split: llama.cpp needs the next token before it can decode its position, but not the
+statistics (logprob, rank, entropy, candidates). `choose` does only what the draw needs (for
+greedy decoding, one argmax) and `statistics` the rest, on another thread while llama.cpp
+decodes (`engine.gguf.decoder`); numpy and llama.cpp both release the GIL while they compute.
+
+Same definitions, same order of operations, float32 throughout, and the same per-turn generator
+for the uniform numbers, so a seed gives the same tokens as in the MLX engine and the numbers
+agree to float32 rounding (`tests/test_gguf_sampler.py` checks both on every filter combination).
+Two choices the MLX code leaves to its sort are fixed here: short lists are ordered by the logit
+before the softmax (the softmax is monotone, so this is the same order up to float32 rounding),
+and exact ties keep the lower id first.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+import numpy as np
+
+from engine.api import SamplingParams
+from engine.sampling import Plan, make_plan
+
+F32 = np.float32
+
+
+@dataclass(frozen=True)
+class Draw:
+    """What `choose` decided, and what `statistics` needs to describe it.
+
+    `probs` are the sampled probabilities over `ids` (the top-k short list) when `on_shortlist`,
+    else over the whole vocabulary; None for greedy decoding. `logits` are after the penalties,
+    owned by this draw (never llama.cpp's buffer, which the next decode overwrites).
+    """
+
+    token: int
+    logits: np.ndarray
+    plan: Plan
+    ids: np.ndarray | None
+    probs: np.ndarray | None
+    on_shortlist: bool
+    position: int  # the token's place in `ids` when `on_shortlist`
+
+
+def shortlist(x: np.ndarray, size: int) -> np.ndarray:
+    """Ids of the `size` largest values of `x`, largest first (ties: lower id first)."""
+    vocab = x.shape[0]
+    if size >= vocab:
+        return np.argsort(-x, kind="stable")
+    part = np.argpartition(x, vocab - size)[vocab - size:]
+    part.sort()  # id order first, so the stable sort below breaks ties by id
+    return part[np.argsort(-x[part], kind="stable")]
+
+
+def inverse_cdf(weights: np.ndarray, u: np.float32) -> int:
+    """The index drawn with probability weights/sum(weights) from one uniform `u` (as MLX's
+    `_inverse_cdf`: the first index whose cumulative weight exceeds ``u * total``)."""
+    cdf = np.cumsum(weights, dtype=F32)
+    index = int(np.count_nonzero(cdf <= u * cdf[-1]))
+    return min(index, weights.shape[0] - 1)
+
+
+class NumpyPenalties:
+    """Repetition, presence and frequency penalties over the context window (`engine.penalties`)."""
+
+    def __init__(self, params: SamplingParams) -> None:
+        self.window = params.repetition_context_size
+        self.repetition = F32(params.repetition_penalty)
+        self.presence = F32(params.presence_penalty)
+        self.frequency = F32(params.frequency_penalty)
+        self.on = (params.repetition_penalty != 1.0, params.presence_penalty != 0.0,
+                   params.frequency_penalty != 0.0)
+
+    def __call__(self, logits: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """Penalised float32 logits (a new array); `context` holds ids, newest last."""
+        if context.size == 0:
+            return logits.copy()
+        vocab = logits.shape[0]
+        ids = context[-self.window:].astype(np.int64)
+        ids = ids[(ids >= 0) & (ids < vocab)]  # out-of-vocabulary ids are dropped, as in MLX's spill slot
+        counts = np.bincount(ids, minlength=vocab).astype(F32)
+        seen = counts > 0
+        repetition, presence, frequency = self.on
+        if repetition:
+            scaled = np.where(logits < 0, logits * self.repetition, logits / self.repetition)
+            logits = np.where(seen, scaled, logits)
+        if presence:
+            logits = logits - self.presence * seen.astype(F32)
+        if frequency:
+            logits = logits - self.frequency * counts
+        return logits  # a new array: at least one penalty is on (`make_numpy_penalties`)
+
+
+def make_numpy_penalties(params: SamplingParams) -> NumpyPenalties | None:
+    """The penalty step for these parameters, or None when every penalty is off (as `make_penalties`)."""
+    if params.repetition_context_size == 0 or not (
+        params.repetition_penalty != 1.0 or params.presence_penalty != 0.0 or params.frequency_penalty != 0.0
+    ):
+        return None
+    return NumpyPenalties(params)
+
+
+class NumpySampler:
+    """Per-turn sampling state, as `engine.sampling.LiveSampler`: live parameters, one seeded
+    generator per turn, one uniform number drawn per token (greedy or not, so a mid-turn switch
+    keeps the sequence the MLX engine would use)."""
+
+    def __init__(self, vocab_size: int, params: SamplingParams, seed: int | None) -> None:
+        self.vocab_size = vocab_size
+        self.seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+        self._uniform = random.Random(self.seed)
+        self.set_params(params)
+
+    def set_params(self, params: SamplingParams) -> None:
+        """Use `params` from the next `choose` on."""
+        self.params = params
+        self.plan = make_plan(params, self.vocab_size)
+        self._inv_temp = F32(1.0 / params.temperature if params.temperature > 0 else 0.0)
+        self._penalties = make_numpy_penalties(params)
+
+    @property
+    def uses_context(self) -> bool:
+        """Whether `choose` reads its context (only the penalties do)."""
+        return self._penalties is not None
+
+    def choose(self, logits: np.ndarray, context: np.ndarray | None) -> Draw:
+        """The next token from one position's float32 logits (which may be llama.cpp's buffer:
+        the draw keeps its own copy)."""
+        u = F32(self._uniform.getrandbits(24) / (1 << 24))  # the MLX sampler's draw, exact in float32
+        if self._penalties is not None:
+            assert context is not None, "penalties need the context (see `uses_context`)"
+            x = self._penalties(logits, context)
+        else:
+            x = np.array(logits, dtype=F32)
+        plan = self.plan
+        if plan.greedy:  # one argmax (the first maximum: the lowest id, as `shortlist` orders ties)
+            return Draw(int(np.argmax(x)), x, plan, None, None, False, 0)
+        with np.errstate(invalid="ignore", divide="ignore"):  # NaN logits: the turn refuses the row
+            return self._draw_shortlist(x, u, plan) if plan.top_k else self._draw_full(x, u, plan)
+
+    def _draw_shortlist(self, x: np.ndarray, u: np.float32, plan: Plan) -> Draw:
+        """Top-k is on: filter and draw among the short list (MLX's `_draw_shortlist`)."""
+        ids = shortlist(x, plan.shortlist)
+        x_list = x[ids]
+        w = np.exp((x_list - x_list[0]) * self._inv_temp)
+        keep = np.arange(w.shape[0]) < self.params.top_k
+        if plan.top_p:
+            cum = np.cumsum(np.where(keep, w, F32(0)), dtype=F32)
+            crossing = int(np.count_nonzero(cum < F32(self.params.top_p) * cum[-1]))
+            keep &= w >= w[min(crossing, w.shape[0] - 1)]
+        if plan.min_p:
+            keep &= w >= F32(self.params.min_p)
+        q = np.where(keep, w, F32(0))
+        position = inverse_cdf(q, u)
+        return Draw(int(ids[position]), x, plan, ids, q / q.sum(dtype=F32), True, position)
+
+    def _draw_full(self, x: np.ndarray, u: np.float32, plan: Plan) -> Draw:
+        """No top-k: filter and draw over the whole vocabulary, in id order (MLX's `_draw_full`)."""
+        ids = shortlist(x, plan.shortlist) if plan.shortlist else None
+        es = np.exp((x - x.max()) * self._inv_temp)  # p / p_max of the temperature-scaled distribution
+        threshold: np.float32 | None = None
+        if plan.top_p:
+            assert ids is not None
+            threshold = self._top_p_threshold(es, ids, plan)
+        if plan.min_p:
+            min_p = F32(self.params.min_p)
+            threshold = min_p if threshold is None else max(threshold, min_p)
+        q = es if threshold is None else np.where(es >= threshold, es, F32(0))
+        token = inverse_cdf(q, u)
+        return Draw(token, x, plan, ids, q / q.sum(dtype=F32), False, 0)
+
+    def _top_p_threshold(self, es: np.ndarray, ids: np.ndarray, plan: Plan) -> np.float32:
+        """The smallest relative weight top-p keeps, from the short list when its mass suffices,
+        else from an exact full sort (MLX's `_top_p_threshold`)."""
+        top_p = F32(self.params.top_p)
+        w = es[ids]
+        cheap_index = int(np.count_nonzero(np.cumsum(w, dtype=F32) < top_p * es.sum(dtype=F32)))
+        if plan.shortlist >= plan.vocab or cheap_index < w.shape[0]:
+            return F32(w[min(cheap_index, w.shape[0] - 1)])
+        ascending = np.sort(es)
+        tail_mass = np.cumsum(ascending[::-1], dtype=F32)[::-1]
+        full_index = int(np.count_nonzero(tail_mass >= top_p * tail_mass[0])) - 1
+        return F32(ascending[max(full_index, 0)])
+
+
+def statistics(draw: Draw) -> list[float]:
+    """The packed row `engine.sampling.LiveSampler.step` would give for this draw:
+    [id, logprob, sampled_prob, rank, entropy, ids(N), logprobs(N), sampled(N)].
+
+    A pure function of the draw (its plan included), so it may run on another thread while the
+    sampler's parameters change for the next token.
+    """
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN in, NaN out: see `choose`
+        return _statistics(draw)
+
+
+def _statistics(draw: Draw) -> list[float]:
+    x, plan, token = draw.logits, draw.plan, draw.token
+    xm = x - x.max()
+    e = np.exp(xm)
+    z = e.sum(dtype=F32)
+    log_z = np.log(z)
+    raw = xm - log_z
+    entropy = log_z - np.where(e > 0, e * xm, F32(0)).sum(dtype=F32) / z
+    n = plan.candidates
+    ids = draw.ids if draw.ids is not None else (shortlist(x, plan.shortlist) if plan.shortlist else None)
+    cand = ids[:n] if ids is not None else np.zeros((0,), dtype=np.int64)
+    chosen_sp, cand_sp = _sampled(draw, cand)
+    chosen = raw[token]
+    rank = int(np.count_nonzero(raw > chosen)) + 1
+    head = [float(token), float(chosen), chosen_sp, float(rank), float(entropy)]
+    return head + cand.astype(F32).tolist() + raw[cand].tolist() + cand_sp
+
+
+def _sampled(draw: Draw, cand: np.ndarray) -> tuple[float, list[float]]:
+    """The chosen token's and the candidates' sampled probabilities."""
+    if draw.probs is None:  # greedy: the chosen token had probability 1
+        return 1.0, (cand == draw.token).astype(F32).tolist()
+    if draw.on_shortlist:
+        return float(draw.probs[draw.position]), draw.probs[: cand.shape[0]].tolist()
+    return float(draw.probs[draw.token]), draw.probs[cand].tolist()
+
