@@ -28,6 +28,7 @@ async def test_section_compares_every_file_type(tmp_path: Path) -> None:
     targets = {ratio.label: ratio.target for ratio in section.ratios}
     assert targets["ours / llama.cpp decode (2m Q4_0)"] == ">= 0.9"
     assert targets["ours / llama.cpp prefill (2m F16)"] == ">= 0.95"
+    assert "ours, 2 threads / 1 thread (2m Q4_0)" in targets  # backs `default_threads`
     assert all(row.stat.median > 0 for row in section.rows)
 
 

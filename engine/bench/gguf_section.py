@@ -11,7 +11,8 @@ Q4_0, Q8_0 and F16 by llama.cpp's own quantizer (``llama_model_quantize``). The 
   (``llama_sampler_sample``) per token, on a fresh context; prefill is one ``llama_decode`` of
   the same prompt ids.
 
-A thread-count row (llama.cpp decode at 1 and at 2 threads) backs the default of
+Each round runs ours then llama.cpp, so every ratio compares two runs side by side. Thread-count
+rows (llama.cpp's bare decode, and ours, at 1 and at 2 threads) back the default of
 `engine.gguf.default_threads`. Needs the ``[gguf]`` extra; without it the section says so.
 """
 
@@ -22,6 +23,7 @@ import importlib.util
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from engine.api import GenerateRequest, Message, SamplingParams, TurnFinished
 from engine.bench.report import Section, alternate
@@ -60,22 +62,15 @@ def _prompt(round_: int, words: int) -> tuple[Message, ...]:
     return (Message("user", f"{round_}: {text}"),)
 
 
-async def _ours(path: Path, threads: int, rounds: int, prompt_words: int, tokens: int) -> list[TurnFinished]:
-    """One greedy turn per round on a `GgufEngine` (10 candidates)."""
-    from engine.gguf import GgufEngine
-
-    engine = GgufEngine(threads=threads)
+async def _turn(engine: Any, round_: int, prompt_words: int, tokens: int) -> TurnFinished:
+    """One greedy turn with 10 candidates on a prompt that starts differently each round."""
     params = SamplingParams(temperature=0.0, max_tokens=tokens, candidates=10)
-    try:
-        await engine.load(str(path))
-        turns = []
-        for round_ in range(rounds + 1):  # the first warms up
-            async for item in engine.generate(GenerateRequest(_prompt(round_, prompt_words), params)):
-                if isinstance(item, TurnFinished):
-                    turns.append(item)
-        return turns[1:]
-    finally:
-        await engine.close()
+    finished = None
+    async for item in engine.generate(GenerateRequest(_prompt(round_, prompt_words), params)):
+        if isinstance(item, TurnFinished):
+            finished = item
+    assert finished is not None
+    return finished
 
 
 def _llama_cpp(path: Path, threads: int, prompt_ids: list[int], tokens: int) -> tuple[float, float]:
@@ -114,13 +109,26 @@ async def gguf_section(section: Section, shapes: tuple[str, ...], scratch: Path,
         for kind in ("Q4_0", "Q8_0", "F16"):
             await _compare(section, f"{shape} {kind}", files[kind], threads, rounds, tokens, prompt_words)
         _threads_row(section, f"{shape} Q4_0", files["Q4_0"], rounds, tokens)
+        await _ours_threads_row(section, f"{shape} Q4_0", files["Q4_0"], rounds, tokens, prompt_words)
 
 
 async def _compare(section: Section, tag: str, path: Path, threads: int, rounds: int, tokens: int,
                    prompt_words: int) -> None:
-    """Ours vs llama.cpp on one file: decode and prefill, per round back to back."""
-    turns = await _ours(path, threads, rounds, prompt_words, tokens)
-    theirs = [_llama_cpp(path, threads, list(t.prompt_ids), max(2, t.generated_tokens)) for t in turns]
+    """Ours vs llama.cpp on one file, decode and prefill, alternating the two each round (the
+    machine's load drifts: each ratio is of two runs side by side)."""
+    from engine.gguf import GgufEngine
+
+    engine = GgufEngine(threads=threads)
+    turns, theirs = [], []
+    try:
+        await engine.load(str(path))
+        await _turn(engine, 0, prompt_words, tokens)  # warms up
+        for round_ in range(1, rounds + 1):
+            turn = await _turn(engine, round_, prompt_words, tokens)
+            turns.append(turn)
+            theirs.append(_llama_cpp(path, threads, list(turn.prompt_ids), max(2, turn.generated_tokens)))
+    finally:
+        await engine.close()
     ours_decode = [t.decode_tps for t in turns]
     ours_prefill = [t.prefill_tps for t in turns]
     section.add(f"ours decode, 10 candidates ({tag}, {threads} thr)", ours_decode, "tok/s")
@@ -130,6 +138,29 @@ async def _compare(section: Section, tag: str, path: Path, threads: int, rounds:
     section.add(f"ours prefill, {prompt} tokens ({tag})", ours_prefill, "tok/s")
     section.add(f"llama.cpp prefill, {prompt} tokens ({tag})", [p for p, _ in theirs], "tok/s")
     section.compare(f"ours / llama.cpp prefill ({tag})", ours_prefill, [p for p, _ in theirs], 0.95)
+
+
+async def _ours_threads_row(section: Section, tag: str, path: Path, rounds: int, tokens: int,
+                            prompt_words: int) -> None:
+    """Our decode at 1 and 2 llama.cpp threads, alternating: what `default_threads` should be
+    (ours also runs the statistics thread and the caller's, unlike llama.cpp's bare loop)."""
+    from engine.gguf import GgufEngine
+
+    engines = {n: GgufEngine(threads=n) for n in (1, 2)}
+    samples: dict[int, list[float]] = {1: [], 2: []}
+    try:
+        for engine in engines.values():
+            await engine.load(str(path))
+            await _turn(engine, 0, prompt_words, tokens)
+        for round_ in range(1, rounds + 1):
+            for n, engine in engines.items():
+                samples[n].append((await _turn(engine, round_, prompt_words, tokens)).decode_tps)
+    finally:
+        for engine in engines.values():
+            await engine.close()
+    section.add(f"ours decode, 1 thread ({tag})", samples[1], "tok/s")
+    section.add(f"ours decode, 2 threads ({tag})", samples[2], "tok/s")
+    section.compare(f"ours, 2 threads / 1 thread ({tag})", samples[2], samples[1])
 
 
 def _threads_row(section: Section, tag: str, path: Path, rounds: int, tokens: int) -> None:
