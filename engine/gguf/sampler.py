@@ -36,8 +36,10 @@ F32 = np.float32
 class Draw:
     """What `choose` decided, and what `statistics` needs to describe it.
 
-    `probs` are the sampled probabilities over `ids` (the top-k short list) when `on_shortlist`,
-    else over the whole vocabulary; None for greedy decoding. `logits` are after the penalties,
+    `weights` are the filtered weights the token was drawn from, over `ids` (the top-k short
+    list) when `on_shortlist`, else over the whole vocabulary, and `total` their sum: a sampled
+    probability is ``weight / total`` (divided only where shown, not over the whole vocabulary
+    on the way to the next token); None for greedy decoding. `logits` are after the penalties,
     owned by this draw (never llama.cpp's buffer, which the next decode overwrites).
     """
 
@@ -45,7 +47,8 @@ class Draw:
     logits: np.ndarray
     plan: Plan
     ids: np.ndarray | None
-    probs: np.ndarray | None
+    weights: np.ndarray | None
+    total: np.float32
     on_shortlist: bool
     position: int  # the token's place in `ids` when `on_shortlist`
 
@@ -62,9 +65,12 @@ def shortlist(x: np.ndarray, size: int) -> np.ndarray:
 
 def inverse_cdf(weights: np.ndarray, u: np.float32) -> int:
     """The index drawn with probability weights/sum(weights) from one uniform `u` (as MLX's
-    `_inverse_cdf`: the first index whose cumulative weight exceeds ``u * total``)."""
+    `_inverse_cdf`: the first index whose cumulative weight exceeds ``u * total``).
+
+    The weights are >= 0, so the running sum never decreases and counting the entries
+    ``<= u * total`` is a binary search (NaN weights give some index: the turn refuses the row)."""
     cdf = np.cumsum(weights, dtype=F32)
-    index = int(np.count_nonzero(cdf <= u * cdf[-1]))
+    index = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
     return min(index, weights.shape[0] - 1)
 
 
@@ -142,7 +148,7 @@ class NumpySampler:
             x = np.array(logits, dtype=F32)
         plan = self.plan
         if plan.greedy:  # one argmax (the first maximum: the lowest id, as `shortlist` orders ties)
-            return Draw(int(np.argmax(x)), x, plan, None, None, False, 0)
+            return Draw(int(np.argmax(x)), x, plan, None, None, F32(1), False, 0)
         with np.errstate(invalid="ignore", divide="ignore"):  # NaN logits: the turn refuses the row
             return self._draw_shortlist(x, u, plan) if plan.top_k else self._draw_full(x, u, plan)
 
@@ -160,11 +166,11 @@ class NumpySampler:
             keep &= w >= F32(self.params.min_p)
         q = np.where(keep, w, F32(0))
         position = inverse_cdf(q, u)
-        return Draw(int(ids[position]), x, plan, ids, q / q.sum(dtype=F32), True, position)
+        return Draw(int(ids[position]), x, plan, ids, q, q.sum(dtype=F32), True, position)
 
     def _draw_full(self, x: np.ndarray, u: np.float32, plan: Plan) -> Draw:
         """No top-k: filter and draw over the whole vocabulary, in id order (MLX's `_draw_full`)."""
-        ids = shortlist(x, plan.shortlist) if plan.shortlist else None
+        ids = shortlist(x, plan.shortlist) if plan.top_p else None  # else `statistics` makes it
         es = np.exp((x - x.max()) * self._inv_temp)  # p / p_max of the temperature-scaled distribution
         threshold: np.float32 | None = None
         if plan.top_p:
@@ -174,8 +180,7 @@ class NumpySampler:
             min_p = F32(self.params.min_p)
             threshold = min_p if threshold is None else max(threshold, min_p)
         q = es if threshold is None else np.where(es >= threshold, es, F32(0))
-        token = inverse_cdf(q, u)
-        return Draw(token, x, plan, ids, q / q.sum(dtype=F32), False, 0)
+        return Draw(inverse_cdf(q, u), x, plan, ids, q, q.sum(dtype=F32), False, 0)
 
     def _top_p_threshold(self, es: np.ndarray, ids: np.ndarray, plan: Plan) -> np.float32:
         """The smallest relative weight top-p keeps, from the short list when its mass suffices,
@@ -222,9 +227,10 @@ def _statistics(draw: Draw) -> list[float]:
 
 def _sampled(draw: Draw, cand: np.ndarray) -> tuple[float, list[float]]:
     """The chosen token's and the candidates' sampled probabilities."""
-    if draw.probs is None:  # greedy: the chosen token had probability 1
+    q, total = draw.weights, draw.total
+    if q is None:  # greedy: the chosen token had probability 1
         return 1.0, (cand == draw.token).astype(F32).tolist()
     if draw.on_shortlist:
-        return float(draw.probs[draw.position]), draw.probs[: cand.shape[0]].tolist()
-    return float(draw.probs[draw.token]), draw.probs[cand].tolist()
+        return float(q[draw.position] / total), (q[: cand.shape[0]] / total).tolist()
+    return float(q[draw.token] / total), (q[cand] / total).tolist()
 
