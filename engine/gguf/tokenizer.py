@@ -10,7 +10,7 @@ checked against llama.cpp's tokenizer on a probe text (`check_against`): a vocab
 does not build exactly is refused in one line rather than fed ids the model would not produce.
 
 Byte-level BPE vocabularies (``tokenizer.ggml.model = gpt2``: GPT-2, Llama 3, Qwen 2 and others)
-are supported; SentencePiece ones (``llama``) are not yet.
+are built here; SentencePiece ones (``llama``: Llama 2, Mistral, TinyLlama) by ``engine.gguf.spm``.
 """
 
 from __future__ import annotations
@@ -43,17 +43,26 @@ def read_metadata(path: Path) -> dict[str, Any]:
 
 def build_tokenizer(meta: dict[str, Any], name: str) -> Any:
     """mlx-lm's TokenizerWrapper around a fast tokenizer built from `meta`. Raises ModelLoadError."""
-    from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, TokenizerWrapper
+    from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, SPMStreamingDetokenizer, TokenizerWrapper
     from transformers import PreTrainedTokenizerFast
 
     kind = meta.get("tokenizer.ggml.model")
-    if kind != "gpt2":
-        raise ModelLoadError(f"{name}: its {kind!r} tokenizer is not supported yet (only byte-level BPE, 'gpt2')")
-    pre = str(meta.get("tokenizer.ggml.pre", "default"))
-    if pre not in PATTERNS:
-        raise ModelLoadError(f"{name}: its pre-tokenizer {pre!r} is not supported yet ({', '.join(sorted(PATTERNS))})")
+    if kind not in ("gpt2", "llama"):
+        raise ModelLoadError(f"{name}: its {kind!r} tokenizer is not supported yet "
+                             "(byte-level BPE 'gpt2' and SentencePiece 'llama' are)")
     tokens: list[str] = list(meta["tokenizer.ggml.tokens"])
-    fast = PreTrainedTokenizerFast(tokenizer_object=_bpe(meta, tokens, PATTERNS[pre], ignore_merges=pre == "llama-bpe"))
+    if kind == "llama":
+        from engine.gguf.spm import spm_tokenizer
+
+        backend, detokenizer = spm_tokenizer(meta, tokens), SPMStreamingDetokenizer
+    else:
+        pre = str(meta.get("tokenizer.ggml.pre", "default"))
+        if pre not in PATTERNS:
+            raise ModelLoadError(f"{name}: its pre-tokenizer {pre!r} is not supported yet "
+                                 f"({', '.join(sorted(PATTERNS))})")
+        backend = _bpe(meta, tokens, PATTERNS[pre], ignore_merges=pre == "llama-bpe")
+        detokenizer = BPEStreamingDetokenizer
+    fast = PreTrainedTokenizerFast(tokenizer_object=backend)
     _set_specials(fast, meta, tokens)
     template = meta.get("tokenizer.chat_template")
     if isinstance(template, str):
@@ -61,7 +70,7 @@ def build_tokenizer(meta: dict[str, Any], name: str) -> Any:
     eos = meta.get("tokenizer.ggml.eos_token_id")
     eot = meta.get("tokenizer.ggml.eot_token_id")
     stops = [int(i) for i in (eos, eot) if isinstance(i, int)]
-    return TokenizerWrapper(fast, BPEStreamingDetokenizer, eos_token_ids=sorted(set(stops)) or None)
+    return TokenizerWrapper(fast, detokenizer, eos_token_ids=sorted(set(stops)) or None)
 
 
 def _bpe(meta: dict[str, Any], tokens: list[str], pattern: str, ignore_merges: bool) -> Any:
@@ -92,8 +101,9 @@ def _bpe(meta: dict[str, Any], tokens: list[str], pattern: str, ignore_merges: b
 
 
 def _set_specials(fast: Any, meta: dict[str, Any], tokens: list[str]) -> None:
-    """bos and eos as the template and the renderer expect them (text, from the ids in the file)."""
-    for key, attribute in (("tokenizer.ggml.bos_token_id", "bos_token"), ("tokenizer.ggml.eos_token_id", "eos_token")):
+    """bos, eos and unk as the template and the renderer expect them (text, from the ids in the file)."""
+    for key, attribute in (("tokenizer.ggml.bos_token_id", "bos_token"), ("tokenizer.ggml.eos_token_id", "eos_token"),
+                           ("tokenizer.ggml.unknown_token_id", "unk_token")):
         index = meta.get(key)
         if isinstance(index, int) and 0 <= index < len(tokens):
             setattr(fast, attribute, tokens[index])
