@@ -20,3 +20,12 @@ the engines (`engine.client.Engine`, `engine.remote`, `engine.gguf`, `engine.fak
 and the public names of `engine.settings`, `engine.models` and `engine.library`. MLX itself is only
 imported on the engine thread, so importing this package stays cheap.
 """
+
+import os as _os
+
+# Without PyTorch, transformers prints "PyTorch was not found..." on stderr when it is imported:
+# over the app's screen (a server's tokenizer loads while the TUI runs) or into `run`'s output.
+# mlx-lm switches these advisory lines off when it is imported, but some paths reach transformers
+# first (engine.remote.tokens, engine.bench); each imports this package before, so the switch is
+# set here, as mlx-lm sets it (a value the user set is kept).
+_os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
