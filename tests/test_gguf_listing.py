@@ -85,6 +85,21 @@ def test_a_recent_gguf_spec_is_kept_as_typed_and_listed(tmp_path: Path, monkeypa
         ("mine-F16.gguf", "gguf", "F16", False), ("org/Elsewhere-GGUF/model-Q5_K_S.gguf", "gguf", "", True)]
 
 
+def test_the_folder_of_a_recent_gguf_file_is_listed(tmp_path: Path) -> None:
+    """Where a user keeps one GGUF file, the others are: listed after the cache, each once."""
+    models = tmp_path / "models"
+    (models / "sub").mkdir(parents=True)
+    for name in ("used-Q4_0.gguf", "other-Q8_0.gguf", "sub/third.gguf"):
+        (models / name).write_bytes(b"GGUF" + b"\0" * 8)
+    state = tmp_path / "state"
+    hub.record_recent(str(models / "used-Q4_0.gguf"), state)
+    hub.record_recent("org/remote-GGUF/x-Q4_0.gguf", state)  # not local: no folder to look in
+    entries = hub.list_local_models(cache_dir=tmp_path / "cache", state=state)
+    assert [(e.name, e.source) for e in entries if e.format == "gguf"] == [
+        ("org/remote-GGUF/x-Q4_0.gguf", "recent"), ("used-Q4_0.gguf", "recent"),
+        ("other-Q8_0.gguf", "folder"), ("sub/third.gguf", "folder")]
+
+
 def test_a_typed_folder_lists_its_models(tmp_path: Path, tiny: Path) -> None:
     models = tmp_path / "models"
     (models / "deep" / "deeper").mkdir(parents=True)

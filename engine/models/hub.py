@@ -341,7 +341,8 @@ def _recent_entry(spec: str) -> ModelEntry | None:
 
 
 def list_local_models(cache_dir: str | Path | None = None, state: str | Path | None = None) -> list[ModelEntry]:
-    """The picker's list: the demo, then recently used models, then the rest of the HF cache."""
+    """The picker's list: the demo, then recently used models, then the rest of the HF cache, then
+    the other GGUF files in the folders of recently used ones (where this user keeps them)."""
     cached = {entry.spec: entry for entry in cached_models(cache_dir)}
     entries: list[ModelEntry] = []
     if demo_model_path().is_dir():
@@ -352,4 +353,19 @@ def list_local_models(cache_dir: str | Path | None = None, state: str | Path | N
         entry = replace(cached.pop(spec), source="recent") if spec in cached else _recent_entry(spec)
         if entry is not None:
             entries.append(entry)
-    return entries + list(cached.values())
+    entries += cached.values()
+    return entries + _beside_recent(entries)
+
+
+def _beside_recent(listed: list[ModelEntry]) -> list[ModelEntry]:
+    """GGUF files in the folders of the recent local GGUF files (each folder once), not listed yet."""
+    folders = dict.fromkeys(Path(e.spec).parent for e in listed
+                            if e.source == "recent" and e.format == "gguf" and Path(e.spec).is_absolute())
+    seen = {e.spec for e in listed}
+    found: list[ModelEntry] = []
+    for folder in folders:
+        for entry in folder_models(str(folder)):
+            if entry.format == "gguf" and entry.spec not in seen:
+                seen.add(entry.spec)
+                found.append(entry)
+    return found
