@@ -208,9 +208,10 @@ def test_two_stream_decode_is_exact_and_only_splits_big_layers() -> None:
 
 
 @pytest.mark.parametrize("two_stream", [False, True])
-def test_decoding_uses_kept_weights_of_big_layers_only(monkeypatch: pytest.MonkeyPatch, two_stream: bool) -> None:
-    """A kept unpacked weight serves one-row calls too, from the size floor up; small layers and
-    layers without a kept weight stay on MLX's quantized kernel. Same logits either way."""
+def test_decoding_uses_every_kept_weight_whatever_its_size(monkeypatch: pytest.MonkeyPatch, two_stream: bool) -> None:
+    """A kept unpacked weight serves one-row calls too, small layers included (a size floor once
+    left a 30M model's 56 small layers on MLX's slow quantized kernel while it held their copies);
+    layers without a kept weight stay on the quantized kernel. Same logits either way."""
     from engine.cpu import unpacked as dtype
     from engine.cpu.parallel import enable_two_stream_decode
 
@@ -218,13 +219,11 @@ def test_decoding_uses_kept_weights_of_big_layers_only(monkeypatch: pytest.Monke
     apply_compute_dtype(model, "float32")
     step = mx.random.randint(0, 256, (1, 1), key=mx.random.key(9))
     reference = model(step)
-    enable_dequantized_prefill(model, keep_bytes=1 << 40)
+    linears = [layer for _, layer in model.named_modules() if type(layer) is nn.QuantizedLinear]
+    enable_dequantized_prefill(model, keep_bytes=sum(_unpacked_size(layer) for layer in linears[:5]))
     if two_stream:  # the engine's order (engine.cpu.CpuLayer.tune): gate and up become two-stream
         enable_two_stream_decode(model, min_outputs=128)
     keep_unpacked_weights(model, lambda: False)
-    layers = [layer for _, layer in model.named_modules() if isinstance(layer, dtype._PrefillDequantizedLinear)]
-    big = [layer for layer in layers if layer["scales"].size * layer.group_size >= 64 * 128]  # gate, up, down
-    monkeypatch.setattr(dtype, "DENSE_DECODE_MIN_WEIGHTS", 64 * 128)
     used: list[int] = []
     real = dtype._PrefillDequantizedLinear.dense_call
 
@@ -234,8 +233,13 @@ def test_decoding_uses_kept_weights_of_big_layers_only(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(dtype._PrefillDequantizedLinear, "dense_call", spying)
     got = model(step)
-    assert sorted(used) == sorted(id(layer) for layer in big) and len(big) == 3 * 2
+    assert sorted(used) == sorted(id(layer) for layer in linears[:5])
+    assert all(layer["weight"].size * 8 < 1 << 19 for layer in linears[:5])  # under the old floor
     assert mx.allclose(got, reference, atol=1e-4, rtol=1e-4).item()
+
+
+def _unpacked_size(layer: nn.Module) -> int:
+    return int(layer["scales"].size * layer.group_size * 4)
 
 
 def test_a_tied_quantized_head_keeps_its_unpacked_weight_when_the_budget_allows() -> None:
@@ -248,7 +252,12 @@ def test_a_tied_quantized_head_keeps_its_unpacked_weight_when_the_budget_allows(
     linears = [layer for _, layer in model.named_modules() if type(layer) is nn.QuantizedLinear]
     layers_only = sum(layer["scales"].size * layer.group_size * 4 for layer in linears)
     enable_dequantized_prefill(model, keep_bytes=layers_only)  # no room left for the head
-    assert type(model.model.embed_tokens) is nn.QuantizedEmbedding
+    head = model.model.embed_tokens
+    assert type(head) is _DenseHeadEmbedding and not head._keep_dense  # switched, kept by a later plan only
+    keep_unpacked_weights(model, lambda: False)
+    assert head._dense is None
+    hidden = mx.random.normal((1, 1, 64), key=mx.random.key(4))
+    assert mx.array_equal(head.as_linear(hidden), nn.QuantizedEmbedding.as_linear(head, hidden)).item()
 
     model = _tiny("qwen2", seed=6, quantized=True)
     apply_compute_dtype(model, "float32")

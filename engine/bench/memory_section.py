@@ -2,10 +2,11 @@
 resident memory, against the same shape unquantized (float32), each in a fresh process
 (`engine.bench.memory_worker`).
 
-Why: the CPU fast path keeps float32 copies of big 4-bit layers for decoding (MLX's CPU
-quantized mat-vec is slow), which reads more bytes per token and holds more memory than the
-packed weights. A 4-bit model should not decode slower than its float32 twin while using more
-memory; these rows say whether it does ("4-bit / float32" decode >= 1, peak memory <= 1).
+Why: the CPU fast path keeps float32 copies of 4-bit layers for decoding where it measures that
+they raise decode speed per GB (MLX's CPU quantized mat-vec is slow; `engine.cpu.denseplan`),
+which reads more bytes per token and holds more memory than the packed weights. A 4-bit model
+should not decode slower than its float32 twin while using more memory; these rows say whether
+it does ("4-bit / float32" decode >= 1, peak memory <= 1), and how many bytes of copies it kept.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def memory_section(section: Section, shapes: tuple[str, ...], prompt: int, decod
             section.add(f"decode, 10 candidates ({name})", [r["decode_tps"] for r in runs], "tok/s")
             section.add(f"weights read per decoded token ({name})", [r["decode_bytes"] / 1e6 for r in runs], "MB")
             section.add(f"peak resident memory ({name})", [r["peak_rss_bytes"] / 1e6 for r in runs], "MB")
+            section.add(f"float32 copies of 4-bit layers kept ({name})",
+                        [r.get("kept_bytes", 0) / 1e6 for r in runs], "MB")
             section.add(f"decode speed per GB resident ({name})",
                         [r["decode_tps"] / (r["peak_rss_bytes"] / 1e9) for r in runs], "tok/s/GB")
         q, f = results[shape], results[twin]

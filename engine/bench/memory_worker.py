@@ -3,7 +3,7 @@ a fresh process: ``python -m engine.bench.memory_worker '<json>'`` (keys: shape,
 
 Why a process of its own: peak resident memory (``ru_maxrss``) is per process and never goes
 down, so each model needs a clean one. The engine is logitscope's own (every CPU fast path as the
-app applies it, including the float32 copies of big 4-bit layers kept for decoding).
+app applies it, including the float32 copies of 4-bit layers it chose to keep for decoding).
 
 "Bytes read per decoded token" counts the weights one decode step reads: every linear layer (its
 kept float32 copy where decoding uses one, else its packed 4-bit words with their scales and
@@ -38,6 +38,12 @@ def decode_bytes(model: Any) -> int:
     return total
 
 
+def kept_copy_bytes(model: Any) -> int:
+    """Bytes of the float32 copies the model's 4-bit layers keep (`engine.cpu.denseplan` chose them)."""
+    return sum(int(layer._dense.nbytes) for _, layer in model.named_modules()  # noqa: SLF001 - a probe
+               if getattr(layer, "_keep_dense", False) and getattr(layer, "_dense", None) is not None)
+
+
 def _head_bytes(layer: Any) -> int:
     """A tied embedding used as the output head: its kept float32 copy if it has one, else itself."""
     dense = getattr(layer, "_dense", None)
@@ -69,11 +75,12 @@ async def _measure(config: dict[str, Any]) -> dict[str, Any]:
                                                              params(int(config.get("decode", 64)), 1)))
             session = engine._worker._session if engine._worker is not None else None  # noqa: SLF001 - a probe
             read = decode_bytes(session.model) if session is not None else 0
+            kept = kept_copy_bytes(session.model) if session is not None else 0
         finally:
             await engine.close()
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"decode_tps": turn.decode_tps, "decode_bytes": read, "peak_rss_bytes": peak_kib * 1024,
-            "dtype": info.dtype, "config": config}
+    return {"decode_tps": turn.decode_tps, "decode_bytes": read, "kept_bytes": kept,
+            "peak_rss_bytes": peak_kib * 1024, "dtype": info.dtype, "config": config}
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:

@@ -11,14 +11,18 @@ What lives here, by job:
   the C helpers), `switches` (the environment's on/off variables);
 - prompt layers: `attention`, `rope`, `norms`, `fastmath`, `native` (+ `.c`), `routing` (which
   installs them per thread, each behind a `handles` predicate that falls back to mlx-lm's code);
-- quantized weights: `unpacked` (4-bit layers unpacked for prompts), `parallel` (two-stream decode).
+- quantized weights: `unpacked` (4-bit layers unpacked for prompts, and kept for decoding where
+  `denseplan` measures that a float32 copy pays, by `densechoice`'s rule), `parallel` (two-stream decode).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from engine.cpu.densechoice import DenseChoice
+    from engine.cpu.denseplan import Probe
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class CpuLayer:
         self.blas_problem = blas_problem  # the reason, when OpenBLAS was wanted and could not be loaded
         self._blas_active = blas_active
         self._switches = switches
+        self.dense_choice: DenseChoice | None = None  # the last model's float32 copies (`after_load`)
+        self.dense_probe: Probe | None = None  # what `after_load` measures with (None: this machine)
 
     @property
     def sampler_exp(self) -> Callable[[Any], Any]:
@@ -53,32 +59,36 @@ class CpuLayer:
         """The measured CPU wins (BENCHMARKS.md); each keeps results exact or within float32 rounding.
 
         With a fast BLAS, prefill chunks unpack 4-bit layers to float32 and use it (no gain
-        without one), keeping the unpacked weights of up to 1/8 of physical memory (a tied output
-        head last), which decoding then uses too on big layers and the head; other big quantized
-        layers split their decode mat-vecs over two CPU streams (both cores); prefill attention and
-        SwiGLU, and RoPE and RMSNorm, take `routing`'s fast paths on this thread. The first two are
-        no-ops for unquantized models.
+        without one); which layers keep their float32 copy, for decoding too, is measured after
+        the load (`after_load`). Big quantized layers without one split their decode mat-vecs
+        over two CPU streams (both cores); prefill attention and SwiGLU, and RoPE and RMSNorm, take
+        `routing`'s fast paths on this thread. The first two are no-ops for unquantized models.
         """
         from engine.cpu.parallel import enable_two_stream_decode
         from engine.cpu.routing import install_cpu_routes
         from engine.cpu.unpacked import enable_dequantized_prefill
 
         if self._blas_active:
-            enable_dequantized_prefill(model, keep_bytes=memory_bytes() // 8)
+            enable_dequantized_prefill(model)
         enable_two_stream_decode(model)
         if self._switches.fast_layers:
             install_cpu_routes()  # for this thread while it lives (later models too)
 
     def after_load(self, model: Any, should_stop: Callable[[], bool]) -> None:
-        """After a load is reported: unpack the 4-bit weights prefill keeps, unless a command comes.
+        """After a load is reported: choose which 4-bit layers keep a float32 copy by measuring
+        them (`denseplan`: decode speed per byte of resident memory), then make those copies
+        unless a command comes (the first call that needs one makes it then).
 
-        Never fails: an error here only means the first prefill does the work itself.
+        Never fails: an error here leaves layers packed, or their copies to the first call.
         """
+        from engine.cpu.denseplan import plan_dense_copies
         from engine.cpu.unpacked import keep_unpacked_weights
 
+        self.dense_choice = None
         try:
+            self.dense_choice = plan_dense_copies(model, self.dense_probe) if self._blas_active else None
             keep_unpacked_weights(model, should_stop)
-        except Exception:  # noqa: BLE001 - an optimisation; the prefill path repeats it if needed
+        except Exception:  # noqa: BLE001 - an optimisation; results are the same without it
             pass
 
 
@@ -99,10 +109,3 @@ def install(*, fast_blas: bool, fast_layers: bool) -> CpuLayer:
     status = f"OpenBLAS ({info.threads} threads{gemv})" if info.active else "MLX built-in"
     return CpuLayer(status, info.active, switches, info.reason, info.reason if info.problem else "")
 
-
-def memory_bytes() -> int:
-    """Physical memory, for budgets (0 where the platform does not say)."""
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 0

@@ -19,7 +19,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from engine.cpu.unpacked import DEQUANTIZE_MIN_ROWS, _PrefillDequantizedLinear, _unpackable
+from engine.cpu.unpacked import DEQUANTIZE_MIN_ROWS, _DenseHeadEmbedding, _PrefillDequantizedLinear, _unpackable
 
 # Layers with fewer output rows than this stay on one stream (sync would cost more than it saves).
 MIN_SPLIT_OUTPUTS = 2048
@@ -41,7 +41,7 @@ def enable_two_stream_decode(model: nn.Module, min_outputs: int = MIN_SPLIT_OUTP
         if kind in (nn.QuantizedLinear, _PrefillDequantizedLinear) and _unpackable(layer):
             big = layer["weight"].shape[0] >= min_outputs
             layer.__class__ = _TwoStreamLinear if big else _PrefillDequantizedLinear
-        elif kind is nn.QuantizedEmbedding and layer["weight"].shape[0] >= min_outputs:
+        elif kind in (nn.QuantizedEmbedding, _DenseHeadEmbedding) and layer["weight"].shape[0] >= min_outputs:
             layer.__class__ = _TwoStreamEmbedding
         else:
             continue
@@ -73,10 +73,11 @@ class _TwoStreamLinear(_PrefillDequantizedLinear):
         return self.with_bias(_split_matmul(self, x))
 
 
-class _TwoStreamEmbedding(nn.QuantizedEmbedding):
-    """A tied quantized lm_head (often the largest single mat-vec) split over two streams."""
+class _TwoStreamEmbedding(_DenseHeadEmbedding):
+    """A tied quantized lm_head (often the largest single mat-vec): its kept float32 weight when
+    it has one (`engine.cpu.denseplan`), else its quantized decode kernel split over two streams."""
 
-    def as_linear(self, x: mx.array) -> mx.array:
+    def quantized_as_linear(self, x: mx.array) -> mx.array:
         if x.size // x.shape[-1] >= DEQUANTIZE_MIN_ROWS:
-            return super().as_linear(x)
+            return super().quantized_as_linear(x)
         return _split_matmul(self, x)

@@ -1,9 +1,13 @@
-"""Unpacked 4-bit weights for CPU prompts (and big layers' decoding): part of the CPU speed layer.
+"""Unpacked 4-bit weights on the CPU, for prompts and, where they are kept, for decoding: part of
+the CPU speed layer.
 
 MLX's CPU quantized matmul is a plain loop, fine for decoding one row but ~20x slower than
 OpenBLAS when a prompt chunk brings many rows; above a few rows it is faster to unpack the layer's
-weights to float32 (a compiled, fused unpack) and hand the product to BLAS. The unpacked values
-are exactly what MLX's own dequantize computes, so results do not change.
+weights to float32 (a compiled, fused unpack) and hand the product to BLAS. A layer may also keep
+its float32 copy: then every call, decoding included, uses it (BLAS gemv beats the quantized
+mat-vec several times over), at the copy's memory. Which layers keep one is measured per model
+(`engine.cpu.denseplan`). The unpacked values are exactly what MLX's own dequantize computes, so
+results do not change.
 """
 
 from __future__ import annotations
@@ -16,23 +20,23 @@ import mlx.nn as nn
 # Below this many rows (tokens in one forward pass) MLX's quantized mat-vec beats unpacking the
 # weights; measured crossover on a 896x4864 layer is 8-16 rows (BENCHMARKS.md).
 DEQUANTIZE_MIN_ROWS = 8
-# Decoding uses a layer's kept unpacked weight from this many weights up (see `kept_for_decode`).
-DENSE_DECODE_MIN_WEIGHTS = 1 << 19
 _UNPACKABLE_BITS = (2, 4, 8)  # widths that tile a uint32 exactly
 
 
 def enable_dequantized_prefill(model: nn.Module, keep_bytes: int = 0) -> int:
     """Make multi-row calls of the model's 4/8/2-bit affine linears go through BLAS; return how many.
 
-    Decoding (one row) keeps MLX's quantized kernel, except on big layers whose unpacked weights
-    are kept (`_PrefillDequantizedLinear.kept_for_decode`). Only exact `nn.QuantizedLinear` layers are
-    switched (their class is swapped in place, so parameters, freezing and saving are untouched);
-    others keep their own kernels.
+    Decoding (one row) keeps MLX's quantized kernel, except on layers whose unpacked weights are
+    kept (`_KeepsUnpacked._keep_dense`). Only exact `nn.QuantizedLinear` layers are switched (their
+    class is swapped in place, so parameters, freezing and saving are untouched), and a tied
+    quantized embedding, whose use as the output head may then keep a copy too; others keep
+    their own kernels.
 
-    `keep_bytes`: unpacking is a fixed cost per prefill pass (~55 ms for a 30M model, ~1.4 s for
-    a 0.5B one, whatever the number of tokens), which dominates a short follow-up prompt. Layers,
-    in model order, keep their float32 weights after the first prefill while the total stays
-    within this budget; the rest unpack transiently, one layer at a time. 0 keeps none.
+    `keep_bytes` marks layers, in model order (the head last), to keep their float32 weights
+    while the total stays within it; 0 keeps none. The engine passes 0 and lets
+    `engine.cpu.denseplan` choose by measurement; the budget serves experiments (`engine.bench.worker`).
+    Layers without a kept copy unpack transiently for prompts (~55 ms a pass for a 30M model,
+    ~1.4 s for a 0.5B one, whatever the number of tokens), one layer at a time.
     """
     switched = 0
     budget = keep_bytes
@@ -45,9 +49,9 @@ def enable_dequantized_prefill(model: nn.Module, keep_bytes: int = 0) -> int:
             object.__setattr__(layer, "_keep_dense", keep)
             switched += 1
     head = _tied_quantized_head(model)
-    if head is not None and _unpacked_bytes(head) <= budget:  # after the layers: prefill needs them more
+    if head is not None:  # switched even without a copy: the plan may give it one after the load
         head.__class__ = _DenseHeadEmbedding
-        object.__setattr__(head, "_keep_dense", True)
+        object.__setattr__(head, "_keep_dense", _unpacked_bytes(head) <= budget)  # after the layers
         switched += 1
     return switched
 
@@ -94,17 +98,18 @@ def _unpackable(layer: nn.QuantizedLinear | nn.QuantizedEmbedding) -> bool:
 class _KeepsUnpacked:
     """A quantized layer that may keep its unpacked float32 weight (see `enable_dequantized_prefill`)."""
 
-    # Set per layer by `enable_dequantized_prefill` / filled by a prefill (object attributes, not
-    # parameters); these class defaults serve layers switched without a budget.
+    # Set per layer by `enable_dequantized_prefill` or `engine.cpu.denseplan` / filled by the
+    # first call or `keep_unpacked_weights` (object attributes, not parameters); class defaults
+    # serve layers switched without a mark.
     _keep_dense = False
     _dense: mx.array | None = None
 
     def dense_weight(self) -> mx.array:
-        """The unpacked weight: kept from an earlier prefill when the budget allowed, else made now."""
+        """The unpacked weight: the kept one (made by the first call that needs it), else made now."""
         dense = self._dense
         if dense is None:
             dense = self.unpacked()
-            if self._keep_dense:  # filled in by the prefill that evaluates it
+            if self._keep_dense:  # filled in by the call that evaluates it
                 object.__setattr__(self, "_dense", dense)
         return dense
 
@@ -123,10 +128,9 @@ class _PrefillDequantizedLinear(_KeepsUnpacked, nn.QuantizedLinear):
     """A QuantizedLinear that unpacks its weights for matmuls over many rows (see module doc)."""
 
     def __call__(self, x: mx.array) -> mx.array:
-        if x.size // x.shape[-1] >= DEQUANTIZE_MIN_ROWS:
+        if self._keep_dense or x.size // x.shape[-1] >= DEQUANTIZE_MIN_ROWS:
             return self.dense_call(x, self.dense_weight())
-        kept = self.kept_for_decode()
-        return self.quantized_call(x) if kept is None else self.dense_call(x, kept)
+        return self.quantized_call(x)
 
     def dense_call(self, x: mx.array, dense: mx.array) -> mx.array:
         return self.with_bias(self.times(x, dense))
@@ -139,26 +143,25 @@ class _PrefillDequantizedLinear(_KeepsUnpacked, nn.QuantizedLinear):
         return y + self["bias"] if "bias" in self else y
 
     def kept_for_decode(self) -> mx.array | None:
-        """The kept unpacked weight, if this layer is big enough for decoding to use it too.
-
-        A float32 mat-vec (BLAS gemv, memory-bound) beats MLX's CPU quantized mat-vec (bound by
-        its unpacking) on big layers: Qwen2.5-0.5B-shaped decode 270 -> 216 ms per token with
-        every kept layer; on a 30M model's small layers it lost 5%, hence the size floor.
-        """
-        dense = self._dense
-        return dense if dense is not None and dense.size >= DENSE_DECODE_MIN_WEIGHTS else None
+        """The unpacked weight decoding reads, once made: only a kept one (None otherwise)."""
+        return self._dense if self._keep_dense else None
 
 
 class _DenseHeadEmbedding(_KeepsUnpacked, nn.QuantizedEmbedding):
-    """A tied quantized embedding whose use as the output head runs on its kept unpacked weight.
+    """A tied quantized embedding whose use as the output head runs on its unpacked weight when
+    it keeps one, else on MLX's quantized kernel (never unpacked transiently: it is the biggest).
 
     The head is the biggest single mat-vec of a decode step (Qwen2.5-0.5B shape: 151,936 x 896):
     BLAS on float32 took 29 ms where MLX's quantized kernel on two streams took 54 ms (30M: 1.2
-    vs 4.7 ms). Looking tokens up (`__call__`) stays on the packed weights.
+    vs 4.7 ms), for 8x the bytes. Looking tokens up (`__call__`) stays on the packed weights.
     """
 
     def as_linear(self, x: mx.array) -> mx.array:
-        return self.times(x, self.dense_weight())
+        return self.times(x, self.dense_weight()) if self._keep_dense else self.quantized_as_linear(x)
+
+    def quantized_as_linear(self, x: mx.array) -> mx.array:
+        """Without a kept weight: MLX's quantized kernel (`engine.cpu.parallel` splits big ones)."""
+        return nn.QuantizedEmbedding.as_linear(self, x)
 
 
 @mx.compile

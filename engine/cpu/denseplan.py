@@ -1,0 +1,209 @@
+"""Decide, on the loaded model and this machine, which 4-bit layers keep float32 copies.
+
+Why measure: whether a float32 copy pays depends on the layer's shape, the BLAS, the cache sizes
+and the model's size next to the process (`engine.cpu.densechoice` says how the choice is made).
+Measured on the 30M shape (2 shared cores): MLX's quantized mat-vec took 0.29 ms on a 1152x384
+layer against 0.036 ms for BLAS on the float32 copy, 0.10 against 0.015 ms on 384x384, and 8.1
+against 1.1 ms on the 32000x384 tied head; a whole decode step went 14.2 -> 7.0 ms with every
+copy used. The fixed rule this replaces kept copies within 1/8 of RAM and used them for decoding
+only from 2^19 weights up, so the 30M model held every copy and decoded its 56 small layers on the
+slow kernel anyway (at 0.57x the float32 twin's speed, for 1.03x its memory).
+
+What is measured, once per load (`plan_dense_copies`, from `CpuLayer.after_load`): a one-token
+forward pass with every layer packed (the step; sampling is not in it, which favours copies a
+little), and per distinct layer shape one mat-vec each way, interleaved, the fastest of a few
+(~0.3 s in all for a 30M model, ~1.4 s for a 0.5B one on a busy machine, most of it the step
+and the head). The Qwen2.5-0.5B shape keeps no copy: all of them would make the step ~2x faster
+for ~4.6x the resident memory. It is not cancellable: a command waiting (a draft being typed is
+one) would otherwise leave the model without a choice for its whole session; the unpacking that
+follows is (`keep_unpacked_weights`), and what it leaves undone is filled by the first call that
+needs it. Results never change: a copy is exactly MLX's dequantize (`engine.cpu.unpacked`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import mlx.core as mx
+
+from engine.cpu.densechoice import DenseChoice, LayerCost, choose_dense
+from engine.cpu.unpacked import (_DenseHeadEmbedding, _PrefillDequantizedLinear, _unpack, _unpackable,
+                                 _unpacked_bytes)
+
+ROUNDS = 5  # timed runs per shape and way at most (after one warm-up); the fastest counts
+ENOUGH_S = 0.05  # fewer rounds once a shape has taken this long (the 0.5B head: one round, ~0.1 s)
+STEP_ENOUGH_S = 0.06  # the same for the step, measured twice when shorter (30M: ~3 rounds of ~20 ms)
+MEASURE_MAX_BYTES = 64 << 20  # a bigger layer's float32 side is timed on a slice of its rows, scaled
+MEMORY_SHARE = 2  # kept copies may take at most 1/MEMORY_SHARE of the memory available now
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the plan measures (tests give their own): layer times, the step, the memory."""
+
+    layer_s: Callable[[Any], tuple[float, float]] = field(default=lambda layer: time_layer(layer))
+    step_s: Callable[[Any], float] = field(default=lambda model: time_step(model))
+    resident_bytes: Callable[[], int] = field(default=lambda: resident_bytes())
+    limit_bytes: Callable[[], int] = field(default=lambda: available_bytes() // MEMORY_SHARE)
+
+
+def plan_dense_copies(model: Any, probe: Probe | None = None) -> DenseChoice | None:
+    """Measure, choose, and mark the chosen layers to keep a float32 copy (None: nothing quantized).
+
+    Every candidate's earlier mark and copy are dropped first: the step and the memory are
+    measured with every layer packed, and the choice is the whole truth afterwards. The copies
+    themselves are made by `keep_unpacked_weights` (or the first call that needs one).
+    """
+    probe = probe or Probe()
+    layers = dense_candidates(model)
+    if not layers:
+        return None
+    for layer in layers.values():
+        _mark(layer, False)
+    step = probe.step_s(model)
+    costs = _costs(layers, probe)
+    if step < STEP_ENOUGH_S:  # again, after: a burst of load rarely spans both (a big model's rest is small)
+        step = min(step, probe.step_s(model))
+    rest = step - sum(cost.quantized_s for cost in costs)
+    choice = choose_dense(costs, rest, probe.resident_bytes(), probe.limit_bytes())
+    for name in choice.kept:
+        _mark(layers[name], True)
+    return choice
+
+
+def dense_candidates(model: Any) -> dict[str, Any]:
+    """The layers that can keep a copy: switched 4-bit linears and a tied quantized output head."""
+    head = _tied_head(model)
+    return {name: layer for name, layer in model.named_modules()
+            if isinstance(layer, _PrefillDequantizedLinear) or (layer is head and head is not None)}
+
+
+def _tied_head(model: Any) -> Any:
+    if getattr(model, "lm_head", None) is not None:
+        return None
+    embedding = getattr(getattr(model, "model", None), "embed_tokens", None)
+    unpackable = isinstance(embedding, _DenseHeadEmbedding) and _unpackable(embedding)
+    return embedding if unpackable else None  # (a 3-bit one may be two-stream, but never unpacked)
+
+
+def _costs(layers: dict[str, Any], probe: Probe) -> list[LayerCost]:
+    """One measurement per distinct shape and kind, shared by every layer like it."""
+    seen: dict[tuple[Any, ...], tuple[float, float]] = {}
+    costs = []
+    for name, layer in layers.items():
+        key = _shape_key(layer)
+        if key not in seen:
+            seen[key] = probe.layer_s(layer)
+        quantized, dense = seen[key]
+        costs.append(LayerCost(name, _unpacked_bytes(layer), quantized, dense))
+    return costs
+
+
+def _shape_key(layer: Any) -> tuple[Any, ...]:
+    return (type(layer), tuple(layer["weight"].shape), layer.group_size, layer.bits, "bias" in layer)
+
+
+def _mark(layer: Any, keep: bool) -> None:
+    object.__setattr__(layer, "_keep_dense", keep)
+    if not keep:
+        object.__setattr__(layer, "_dense", None)
+
+
+def time_layer(layer: Any, rounds: int = ROUNDS) -> tuple[float, float]:
+    """(quantized, float32) seconds for one decode mat-vec of `layer`, each as decoding runs it.
+
+    The float32 side of a layer over `MEASURE_MAX_BYTES` is timed on its first rows and scaled
+    by the row count (a mat-vec that size is memory-bound, so linear in the rows).
+    """
+    weight, scales, biases = layer["weight"], layer["scales"], layer["biases"]
+    rows = int(weight.shape[0])
+    take = max(1, min(rows, MEASURE_MAX_BYTES // max(_unpacked_bytes(layer) // rows, 1)))
+    dense = _unpack(weight[:take], scales[:take], biases[:take], layer.group_size, layer.bits)
+    mx.eval(dense)
+    x = mx.random.normal((1, 1, int(dense.shape[1])), key=mx.random.key(0))
+    quantized = layer.quantized_as_linear if isinstance(layer, _DenseHeadEmbedding) else layer.quantized_call
+    quantized_s, dense_s = _fastest_s((lambda: quantized(x), lambda: layer.times(x, dense)), rounds)
+    del dense
+    mx.clear_cache()  # the slice was transient: give its memory back
+    return quantized_s, dense_s * rows / take
+
+
+def time_step(model: Any) -> float:
+    """Seconds for one one-token forward pass (no cache: the weights' share of a decode step)."""
+    token = mx.zeros((1, 1), dtype=mx.int32)
+    (fastest,) = _fastest_s((lambda: model(token),), ROUNDS, STEP_ENOUGH_S)
+    return fastest
+
+
+def _fastest_s(runs: tuple[Callable[[], mx.array], ...], rounds: int,
+               enough_s: float = ENOUGH_S) -> tuple[float, ...]:
+    """Each of `runs`' fastest time, over up to `rounds` rounds after one warm-up (fewer past
+    `enough_s` in all); a round runs each once, so a burst of load hits both ways alike.
+
+    The fastest, not the median: the choice lasts the whole session, and on a busy machine
+    OpenBLAS's threads are sometimes descheduled mid-call (a 4864x896 mat-vec: median 4.7 ms,
+    fastest 0.19 ms, with another process on the second core); that says nothing about the
+    layer, and medians flipped the 30M model's choice between runs (none, all but the head, all).
+    """
+    mx.eval([run() for run in runs])
+    best = [float("inf")] * len(runs)
+    spent = 0.0
+    for _ in range(rounds):
+        for index, run in enumerate(runs):
+            start = time.perf_counter()
+            mx.eval(run())
+            took = time.perf_counter() - start
+            best[index], spent = min(best[index], took), spent + took
+        if spent >= enough_s:
+            break
+    return tuple(best)
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (0 where the platform does not say)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0
+
+
+def available_bytes() -> int:
+    """Memory the system could give now: /proc/meminfo's MemAvailable, within a cgroup's limit.
+
+    0 where the platform says neither (then no copy is kept).
+    """
+    free = _meminfo_available()
+    room = _cgroup_room()
+    return min(free, room) if room is not None else free
+
+
+def _meminfo_available() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _cgroup_room() -> int | None:
+    """What this process's cgroup v2 memory limit leaves (None: no limit, or no cgroup v2)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        own = next(line[3:] for line in lines if line.startswith("0::"))
+        folder = Path("/sys/fs/cgroup") / own.lstrip("/")
+        limit = (folder / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return max(int(limit) - int((folder / "memory.current").read_text()), 0)
+    except (OSError, ValueError, StopIteration):
+        return None

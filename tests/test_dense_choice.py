@@ -1,0 +1,273 @@
+"""4-bit layers' float32 copies on the CPU, chosen by measurement (engine.cpu.densechoice,
+engine.cpu.denseplan): the choice on given measurements, the wiring on a tiny 4-bit model with a
+fake timing, the bench's bytes per token, and nothing of it on a GPU backend."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+import pytest
+from mlx_lm.models import qwen2
+
+from tinymodels import build_family
+
+from engine.cpu import CpuLayer, CpuSwitches
+from engine.cpu.densechoice import DenseChoice, LayerCost, choose_dense
+from engine.cpu.denseplan import Probe, dense_candidates, plan_dense_copies, time_layer
+from engine.cpu.unpacked import _PrefillDequantizedLinear
+from engine.precision import apply_compute_dtype
+
+ROOT = Path(__file__).resolve().parents[1]
+MB = 1_000_000
+
+
+def _small_layers(count: int) -> list[LayerCost]:
+    """The 30M shape's 1152x384 layers as measured (0.29 ms packed, 0.036 ms float32, 1.77 MB)."""
+    return [LayerCost(f"layers.{i:02d}", 1_769_472, 290e-6, 36e-6) for i in range(count)]
+
+
+def test_small_layers_are_kept_together_when_together_they_pay() -> None:
+    """One copy alone saves 1.3% of the step for 1.4% more memory; all 56 save 72% for 78% more,
+    which halves time x memory: the best prefix is kept, not a copy at a time."""
+    costs = _small_layers(56)
+    choice = choose_dense(costs, rest_s=3.5e-3, resident_bytes=127 * MB, limit_bytes=10**10)
+    one = choose_dense(costs[:1], rest_s=3.5e-3 + 55 * 290e-6, resident_bytes=127 * MB, limit_bytes=10**10)
+    assert one.kept == ()  # a copy at a time would never start
+    assert choice.kept == tuple(cost.name for cost in costs)
+    assert choice.step_s == pytest.approx(3.5e-3 + 56 * 36e-6)
+    assert choice.resident_bytes == 127 * MB + 56 * 1_769_472 and choice.kept_bytes == 56 * 1_769_472
+    before, after = choice.speed_per_gb()
+    assert after > before
+
+
+def test_copies_that_multiply_the_memory_for_a_modest_gain_stay_packed() -> None:
+    """A 0.5B-like model: the step is 2.2x faster with every copy, for 4.6x the memory."""
+    costs = [LayerCost(f"mlp.{i:02d}", 17_432_576, 3.0e-3, 1.2e-3) for i in range(72)]
+    costs.append(LayerCost("head", 544_538_624, 60e-3, 29e-3))
+    choice = choose_dense(costs, rest_s=10e-3, resident_bytes=530 * MB, limit_bytes=10**10)
+    assert choice.kept == () and choice.step_s == choice.base_step_s
+    assert choice.resident_bytes == 530 * MB
+
+
+def test_best_saving_per_byte_first_ties_by_name_and_the_slower_copy_never() -> None:
+    costs = [
+        LayerCost("b", 1 * MB, 1.0e-3, 0.1e-3),
+        LayerCost("a", 1 * MB, 1.0e-3, 0.1e-3),
+        LayerCost("big", 10 * MB, 5.0e-3, 1.0e-3),  # 0.4 ms per MB: after the 0.9 ms per MB ones
+        LayerCost("slower", 1 * MB, 0.1e-3, 0.2e-3),
+    ]
+    choice = choose_dense(costs, rest_s=0.0, resident_bytes=100 * MB, limit_bytes=10**10)
+    assert choice.kept == ("a", "b", "big")
+    assert choose_dense(list(reversed(costs)), 0.0, 100 * MB, 10**10) == choice  # deterministic
+
+
+def test_the_memory_limit_skips_a_copy_that_does_not_fit_and_takes_smaller_ones() -> None:
+    costs = [LayerCost("head", 50 * MB, 50e-3, 1e-3), LayerCost("small", 1 * MB, 5e-3, 1e-3),
+             LayerCost("small2", 1 * MB, 5e-3, 1e-3)]
+    assert choose_dense(costs, 1e-3, 100 * MB, limit_bytes=10**10).kept == ("small", "small2", "head")
+    assert choose_dense(costs, 1e-3, 100 * MB, limit_bytes=30 * MB).kept == ("small", "small2")
+    assert choose_dense(costs, 1e-3, 100 * MB, limit_bytes=0).kept == ()
+
+
+def test_no_measurement_of_memory_keeps_nothing_rather_than_dividing_by_zero() -> None:
+    choice = choose_dense(_small_layers(3), rest_s=0.0, resident_bytes=0, limit_bytes=10**10)
+    assert choice.kept == ()
+    assert choose_dense([], 1e-3, 100 * MB, 10**10) == DenseChoice((), 1e-3, 100 * MB, 1e-3, 100 * MB)
+
+
+def _tiny_4bit(seed: int = 6) -> nn.Module:
+    """A 2-layer random Qwen2 (tied, quantized head), 4-bit, computing in float32, as after a load."""
+    mx.random.seed(seed)
+    model = qwen2.Model(qwen2.ModelArgs(model_type="qwen2", hidden_size=64, num_hidden_layers=2,
+                                        intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                                        vocab_size=256, rms_norm_eps=1e-6, tie_word_embeddings=True))
+    model.set_dtype(mx.bfloat16)
+    nn.quantize(model, group_size=32, bits=4)
+    mx.eval(model.parameters())
+    apply_compute_dtype(model, "float32")
+    return model
+
+
+def _fake_probe(dense_wins: tuple[str, ...], resident: int = 100 * MB) -> Probe:
+    """Layers whose name ends in one of `dense_wins` decode 10x faster on a copy; the rest lose.
+
+    The plan measures one layer per shape (and bias), so `dense_wins` names whole groups: gate and
+    up share a shape, q and o do not (q has a bias)."""
+    def layer_s(layer: Any) -> tuple[float, float]:
+        wins = getattr(layer, "_probe_name", "").endswith(dense_wins)
+        return (1e-3, 1e-4) if wins else (1e-4, 2e-4)
+
+    return Probe(layer_s=layer_s, step_s=lambda model: 5e-3, resident_bytes=lambda: resident,
+                 limit_bytes=lambda: 10**10)
+
+
+def _tuned(model: nn.Module, probe: Probe) -> CpuLayer:
+    """The speed layer's own tune and after_load, with a fake measurement."""
+    for name, layer in model.named_modules():  # the fake timing tells layers apart by name
+        object.__setattr__(layer, "_probe_name", name)
+    speed = CpuLayer("OpenBLAS (test)", True, CpuSwitches(fast_layers=False))
+    speed.dense_probe = probe
+    speed.tune(model)
+    speed.after_load(model, lambda: False)
+    return speed
+
+
+def _dense_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    used: list[int] = []
+    real = _PrefillDequantizedLinear.dense_call
+
+    def spying(self: _PrefillDequantizedLinear, x: mx.array, dense: mx.array) -> mx.array:
+        used.append(id(self))
+        return real(self, x, dense)
+
+    monkeypatch.setattr(_PrefillDequantizedLinear, "dense_call", spying)
+    return used
+
+
+def test_the_layers_kept_are_those_the_timing_favours_and_decoding_uses_exactly_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _tiny_4bit()
+    step = mx.random.randint(0, 256, (1, 1), key=mx.random.key(9))
+    reference = model(step)
+    speed = _tuned(model, _fake_probe(dense_wins=("mlp.gate_proj", "mlp.up_proj", "o_proj")))
+    choice = speed.dense_choice
+    assert choice is not None
+    assert sorted(choice.kept) == sorted(f"model.layers.{i}.{part}" for i in range(2)
+                                         for part in ("mlp.gate_proj", "mlp.up_proj", "self_attn.o_proj"))
+    candidates = dense_candidates(model)
+    kept = {name for name, layer in candidates.items() if layer._dense is not None}
+    assert kept == set(choice.kept)  # unpacked ahead by after_load; nothing else holds a copy
+    used = _dense_calls(monkeypatch)
+    got = model(step)
+    assert sorted(used) == sorted(id(candidates[name]) for name in choice.kept)
+    assert mx.allclose(got, reference, atol=1e-4, rtol=1e-4).item()
+
+
+def test_when_no_copy_pays_none_is_held_and_decoding_stays_packed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the measured choice, every layer kept a copy within 1/8 of RAM, whatever it bought."""
+    model = _tiny_4bit()
+    step = mx.random.randint(0, 256, (1, 1), key=mx.random.key(9))
+    reference = model(step)
+    speed = _tuned(model, _fake_probe(dense_wins=()))
+    assert speed.dense_choice is not None and speed.dense_choice.kept == ()
+    assert all(layer._dense is None and not layer._keep_dense for layer in dense_candidates(model).values())
+    used = _dense_calls(monkeypatch)
+    assert mx.array_equal(model(step), reference).item() and used == []  # MLX's own kernel, bit for bit
+
+
+def test_the_tied_head_is_kept_when_it_pays_and_lookups_stay_packed() -> None:
+    model = _tiny_4bit()
+    tokens = mx.random.randint(0, 256, (1, 6), key=mx.random.key(3))
+    reference, lookups = model(tokens), model.model.embed_tokens(tokens)
+    speed = _tuned(model, _fake_probe(dense_wins=("embed_tokens",)))
+    head = model.model.embed_tokens
+    assert speed.dense_choice is not None and speed.dense_choice.kept == ("model.embed_tokens",)
+    assert head._dense is not None
+    assert mx.allclose(model(tokens), reference, atol=1e-4, rtol=1e-4).item()
+    assert mx.array_equal(head(tokens), lookups).item()
+
+
+def test_a_plan_replaces_earlier_marks_and_copies() -> None:
+    from engine.cpu.unpacked import enable_dequantized_prefill, keep_unpacked_weights
+
+    model = _tiny_4bit()
+    enable_dequantized_prefill(model, keep_bytes=1 << 40)
+    keep_unpacked_weights(model, lambda: False)
+    for name, layer in model.named_modules():
+        object.__setattr__(layer, "_probe_name", name)
+    choice = plan_dense_copies(model, _fake_probe(dense_wins=("down_proj",)))
+    assert choice is not None
+    held = sorted(name for name, layer in dense_candidates(model).items() if layer._dense is not None)
+    assert held == [] and sorted(choice.kept) == [f"model.layers.{i}.mlp.down_proj" for i in range(2)]
+
+
+def test_a_copy_not_made_ahead_is_made_by_the_first_decode_step() -> None:
+    """A command waiting stops the unpacking after the load; decoding then makes the copy itself."""
+    model = _tiny_4bit()
+    step = mx.random.randint(0, 256, (1, 1), key=mx.random.key(9))
+    reference = model(step)
+    for name, layer in model.named_modules():
+        object.__setattr__(layer, "_probe_name", name)
+    speed = CpuLayer("OpenBLAS (test)", True, CpuSwitches(fast_layers=False))
+    speed.dense_probe = _fake_probe(dense_wins=("gate_proj", "up_proj"))
+    speed.tune(model)
+    speed.after_load(model, lambda: True)
+    ups = [layer for name, layer in dense_candidates(model).items() if name.endswith("up_proj")]
+    assert all(layer._keep_dense and layer._dense is None for layer in ups)
+    assert mx.allclose(model(step), reference, atol=1e-4, rtol=1e-4).item()
+    assert all(layer._dense is not None for layer in ups)
+
+
+def test_the_real_measurement_runs_and_changes_no_result() -> None:
+    """On this machine, without a fake: positive times, a choice within the memory, same logits."""
+    model = _tiny_4bit()
+    tokens = mx.random.randint(0, 256, (1, 12), key=mx.random.key(4))
+    reference = model(tokens)
+    speed = CpuLayer("OpenBLAS (test)", True, CpuSwitches(fast_layers=False))
+    speed.tune(model)
+    layer = next(iter(dense_candidates(model).values()))
+    quantized, dense = time_layer(layer, rounds=2)
+    assert 0 < quantized < 1 and 0 < dense < 1
+    speed.after_load(model, lambda: False)
+    choice = speed.dense_choice
+    assert choice is not None and choice.base_resident_bytes > 0
+    assert mx.allclose(model(tokens), reference, atol=1e-4, rtol=1e-4).item()
+    assert mx.allclose(model(tokens[:, :1]), reference[:, :1], atol=1e-4, rtol=1e-4).item()
+
+
+def test_bytes_read_per_token_count_kept_copies_instead_of_packed_weights() -> None:
+    from mlx.utils import tree_flatten
+
+    from engine.bench.memory_worker import decode_bytes, kept_copy_bytes
+
+    model = _tiny_4bit()
+    packed = decode_bytes(model)
+    for name, layer in model.named_modules():
+        object.__setattr__(layer, "_probe_name", name)
+    _tuned(model, _fake_probe(dense_wins=("down_proj",)))
+    downs = [layer for name, layer in dense_candidates(model).items() if name.endswith("down_proj")]
+    own = sum(int(a.nbytes) for layer in downs for _, a in tree_flatten(layer.parameters()))
+    assert len(downs) == 2 and all(layer._keep_dense for layer in downs)
+    assert decode_bytes(model) == packed - own + sum(64 * 128 * 4 for _ in downs)
+    assert kept_copy_bytes(model) == 2 * 64 * 128 * 4
+
+
+def test_on_a_gpu_backend_no_part_of_it_is_imported(tmp_path: Path) -> None:
+    """A 4-bit model loaded and run with the backend reported as Metal: no engine.cpu module."""
+    folder = build_family(tmp_path / "q4", "qwen2", bits=4)
+    code = (
+        "import asyncio, sys\n"
+        "import engine.backend as backend\n"
+        "backend.gpu_backend = lambda: 'Metal'\n"
+        "from engine.api import GenerateRequest, Message, SamplingParams\n"
+        "from engine.client import Engine\n"
+        "async def main():\n"
+        "    engine = Engine()\n"
+        f"    await engine.load({str(folder)!r})\n"
+        "    request = GenerateRequest((Message('user', 'hi'),), SamplingParams(temperature=0.0, max_tokens=3))\n"
+        "    [e async for e in engine.generate(request)]\n"
+        "    await engine.close()\n"
+        "asyncio.run(main())\n"
+        "loaded = sorted(n for n in sys.modules if n == 'engine.cpu' or n.startswith('engine.cpu.'))\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_head_that_cannot_be_unpacked_is_no_candidate() -> None:
+    """A tied 3-bit head still splits over two streams, but no copy of it is ever planned."""
+    mx.random.seed(2)
+    model = qwen2.Model(qwen2.ModelArgs(model_type="qwen2", hidden_size=64, num_hidden_layers=1,
+                                        intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                                        vocab_size=2048, rms_norm_eps=1e-6, tie_word_embeddings=True))
+    nn.quantize(model, group_size=32, bits=3)
+    speed = CpuLayer("OpenBLAS (test)", True, CpuSwitches(fast_layers=False))
+    speed.tune(model)
+    assert type(model.model.embed_tokens).__name__ == "_TwoStreamEmbedding"
+    assert "model.embed_tokens" not in dense_candidates(model)
