@@ -329,7 +329,7 @@ class ChatController:
             self._cancel_flush()
 
     def _finish(self, node: Node, version: Version, done: TurnFinished) -> None:
-        version.text = done.text
+        version.settle(done.text)
         version.finish_reason = done.finish_reason
         version.stats = TurnStats.from_finished(done)
         self._post(msg.GenerationFinished(node, version.stats, done.finish_reason))

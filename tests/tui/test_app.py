@@ -28,7 +28,7 @@ from tui.widgets.status_bar import StatusBar
 from tui.widgets.transcript import Transcript
 
 
-async def test_send_streams_a_reply_then_renders_markdown(make_app: Any) -> None:
+async def test_send_streams_a_reply_then_highlights_its_markdown(make_app: Any) -> None:
     seen: list[Message] = []
     app = make_app(ScriptedEngine(token_delay=0.005))
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
@@ -41,7 +41,12 @@ async def test_send_streams_a_reply_then_renders_markdown(make_app: Any) -> None
         assert path[0].version.text == "hi"
         text = screen_text(app)
         assert "Hello! I am a scripted model." in text
-        assert "**" not in text  # finished replies are Markdown, not raw tokens
+        assert "- I show **candidates**" in text  # the model's text as it is: Markdown highlighted in place
+        chunk = app.screen.query_one(AssistantView)._chunks[0]
+        line = next(chunk.render_line(y) for y in range(chunk.size.height) if "candidates" in chunk.render_line(y).text)
+        styles = {segment.text: segment.style for segment in line if segment.text in ("**", "candidates")}
+        assert styles["candidates"] is not None and styles["candidates"].bold
+        assert styles["**"] is not None and styles["**"].dim  # the markers kept, dimmed
         assert app.engine.requests[0].messages[-1].text == "hi"
         bar = app.screen.query_one(StatusBar)
         assert bar.stats is not None and bar.stats.generated_tokens == 20
@@ -307,7 +312,7 @@ async def test_heatmap_toggle_shows_tokens(make_app: Any) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         view = app.screen.query_one(AssistantView)
-        assert not view.query_one("#tokens").display
+        assert view.query_one("#tokens").display  # one face: the heatmap only colours it
         await pilot.press("f3")
         assert view.heat is not None and view.heat.by == "p" and view.query_one("#tokens").display
         await pilot.press("f3")

@@ -26,8 +26,9 @@ async def _chat(pilot: Any) -> None:
 
 
 def test_main_screen_after_a_reply(snap_compare: Any, make_app: Any) -> None:
-    """You should see: the user's "hi", the finished reply rendered as Markdown (a bullet list
-    with "candidates" in bold), the candidates panel showing the newest token "." (p raw 90.0%,
+    """You should see: the user's "hi", the finished reply as the model wrote it with its Markdown
+    highlighted in place ("- I show **candidates**": the "-" bullets bold in the theme's colour,
+    "candidates" bold, the "**" kept and dimmed; no blank line after it), the candidates panel showing the newest token "." (p raw 90.0%,
     sampled 100.0%, rank 1), the parameters panel (temperature 0.70, top-p 1.00 (off), ...), the status bar
     ("scripted-demo  float32 · scripted  ready  ctx 22/4096 ...") and the footer keys."""
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=_chat)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from rich._wrap import divide_line
+from rich.style import Style as RichStyle
 from textual.color import Color
 from textual.content import Content
 from textual.strip import Strip
@@ -19,13 +20,16 @@ from engine.fake import ScriptedEngine
 from tui import messages as msg
 from tui.widgets import token_chunk, token_layout
 from tui.widgets.message_views import AssistantView
-from tui.widgets.render import HeatPalette, render_tokens, token_display, token_style
+from tui.widgets.markdown_marks import markdown_marks
+from tui.widgets.render import HeatPalette, mark_style, render_tokens, token_display, token_style
 from tui.widgets.token_layout import ParagraphWrap, TokenLayout, line_strip
 from tui.widgets.transcript import Transcript
 from tui_helpers import SIZE, screen_text, send
 
 PIECES = ["a", "bb", " ", "  ", "\n", "ccc", "dddddddddddddddd", "é", "漢字", " x", "y ", "\n\n", "",
           " long-word-here", ".", ",", "   ", "\r", "\u200b"]
+MARKDOWN = ["**", "`", "# ", "- ", "*", "_"]
+VARIABLES = {"markdown-h1-color": "#ff8800", "text-accent": "#88ff00", "text-primary": "#0088ff"}
 HEAT = HeatPalette(Color.parse("#6b2230"), Color.parse("#5a4716"), Color.parse("#1d4a2c"))
 BASE = Style(foreground=Color.parse("#ddeeff"), background=Color.parse("#112233"))
 
@@ -34,9 +38,14 @@ def _token(index: int, text: str, rng: random.Random) -> TokenEvent:
     return TokenEvent(index, index, text, text, -rng.random() * 4, 0.5, 1, 0.1, ())
 
 
+def _marks(tokens: list[TokenEvent]) -> list[tuple[int, int, RichStyle]]:
+    """The Markdown marks of the tokens' joined text, as the chunk styles them."""
+    return [(a, b, mark_style(role, VARIABLES)) for a, b, role in markdown_marks("".join(map(token_display, tokens)))]
+
+
 def _reference(tokens: list[TokenEvent], width: int, cursor: int | None, heat: HeatPalette | None) -> list[Strip]:
     """What a Static showing `render_tokens` draws: Textual's own wrap of the whole text."""
-    content = Content.from_rich_text(render_tokens(tokens, 0, cursor, heat))
+    content = Content.from_rich_text(render_tokens(tokens, 0, cursor, heat, _marks(tokens)))
     options = RenderOptions(lambda s: s if isinstance(s, Style) else Style.parse(s), {})
     return content.render_strips(width, None, BASE, options)
 
@@ -44,7 +53,8 @@ def _reference(tokens: list[TokenEvent], width: int, cursor: int | None, heat: H
 def _incremental(layout: TokenLayout, tokens: list[TokenEvent], width: int, cursor: int | None,
                  heat: HeatPalette | None) -> list[Strip]:
     styles = [Style.from_rich_style(token_style(t, i, i == cursor, heat)) for i, t in enumerate(tokens)]
-    return [line_strip(layout.line(y), width, BASE, styles.__getitem__) for y in range(layout.height)]
+    marks = [(a, b, Style.from_rich_style(style)) for a, b, style in _marks(tokens)]
+    return [line_strip(layout.line(y), width, BASE, styles.__getitem__, marks) for y in range(layout.height)]
 
 
 def _segments(strips: list[Strip]) -> list[list[Any]]:
@@ -63,7 +73,8 @@ def test_paragraph_wrap_matches_rich_divide_line_as_text_grows() -> None:
 
 
 def test_lines_render_exactly_like_textuals_whole_text_render() -> None:
-    """Tokens appended in batches, a cursor (on blank tokens too), heat, then another width."""
+    """Tokens appended in batches, a cursor (on blank tokens too), heat, Markdown marks, then
+    another width."""
     rng = random.Random(11)
     for _ in range(600):
         width, tokens, layout = rng.randint(1, 14), [], TokenLayout()
@@ -71,9 +82,9 @@ def test_lines_render_exactly_like_textuals_whole_text_render() -> None:
         if rng.random() < 0.5:
             layout.set_width(width)  # laid out before the tokens come: the streaming case
         for _ in range(rng.randint(1, 8)):
-            batch = [_token(len(tokens) + i, rng.choice(PIECES), rng) for i in range(rng.randint(1, 5))]
+            batch = [_token(len(tokens) + i, rng.choice(PIECES + MARKDOWN), rng) for i in range(rng.randint(1, 5))]
             tokens += batch
-            layout.append([token_display(t, t.index == cursor) for t in batch])
+            layout.append([token_display(t) for t in batch])
             layout.set_width(width)
             assert _segments(_incremental(layout, tokens, width, cursor, heat)) == \
                 _segments(_reference(tokens, width, cursor, heat))

@@ -14,7 +14,7 @@ follows every message's active version (`Conversation.path`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from engine.api import Message, Role, SamplingParams, TokenEvent, TurnFinished
@@ -64,6 +64,18 @@ class Version:
     def ids_fit(self, model: str | None) -> bool:
         """Whether this version's token (and candidate) ids belong to the model in folder `model`."""
         return self.model is None or self.model == model
+
+    def settle(self, text: str) -> None:
+        """Take the finished reply's whole `text`. What the stream held back to the end (the
+        bytes of a character the reply was cut inside, ``\\xe4``) joins the last token's text,
+        so the tokens' texts add up to the reply's text: the token view shows all of it."""
+        self.text = text
+        if not self.tokens:
+            return
+        shown = "".join(token.text for token in self.tokens)
+        if len(text) > len(shown) and text.startswith(shown):
+            last = self.tokens[-1]
+            self.tokens[-1] = replace(last, text=last.text + text[len(shown):])
 
     def reply_text(self) -> str:
         """The text so far: the joined tokens while streaming, the engine's text once finished."""

@@ -77,10 +77,12 @@ class CandidatesPanel(Widget, can_focus=True):
 
     def _summary(self, token: TokenEvent) -> Text:
         """The chosen token's numbers, named as api.py defines them. A small probability shows
-        its value (``3.2e-5``), never ``0.0%``: this token *was* drawn."""
+        its value (``3.2e-5``), never ``0.0%``: this token *was* drawn. The token is its piece,
+        as its row below and `logitscope run --json` write it: a byte of a split character is
+        ``\\xa9`` here while the reply shows the whole character."""
         text = Text()
         text.append(f"#{token.index} ", style="dim")
-        text.append(f"{visible(token.text or token.piece)!s}", style="bold")
+        text.append(f"{visible(token.piece or token.text)!s}", style="bold")
         sampled = token.sampled_prob
         if self.logprobs:
             shown = UNKNOWN if sampled is None else log_text(safe_log(sampled))

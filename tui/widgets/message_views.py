@@ -1,10 +1,13 @@
 """One widget per message of the transcript.
 
-An assistant reply has two faces: a token view (while streaming, while a token of it is
-selected, or in heatmap mode) and Markdown (once finished). The token view is split into chunks
-of a few hundred tokens, cut after a newline; each chunk wraps and draws its lines incrementally
-(`TokenChunk`), so a flush costs O(new tokens) and a cursor move O(its lines), even in a
-5,000-token reply without a newline.
+An assistant reply has one face: its tokens' text exactly as the model wrote it. Once the reply
+is finished its Markdown is highlighted in place (`markdown_marks`: headings, bold, code... styled,
+their markers kept and dimmed), so the token cursor entering it, the heatmap or inspection change
+colours and never the layout (a Markdown renderer re-wrapped it, hid ``**`` and drew ``-`` as
+``•``: the reply reflowed when the cursor entered it). The view is split into chunks of a few
+hundred tokens, cut after a token that ends a line; each chunk wraps and draws its lines
+incrementally (`TokenChunk`), so a flush costs O(new tokens) and a cursor move O(its lines), even
+in a 5,000-token reply without a newline.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.events import Click
 from textual.message import Message
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
 from engine.api import TokenEvent
 from tui.model.conversation import Node, Version
 from tui.safe_text import printable
-from tui.widgets.render import HeatPalette
+from tui.widgets.markdown_marks import Mark, markdown_marks
+from tui.widgets.render import HeatPalette, mark_style, token_display
 from tui.widgets.thinking_fold import ThinkingBlock, thinking_block
 from tui.widgets.token_chunk import TokenChunk
 
@@ -78,14 +82,13 @@ class UserView(Static):
 
 
 class AssistantView(Vertical):
-    """An assistant message: a header, the token view and the Markdown view."""
+    """An assistant message: a header, the fold line of its thinking, and its tokens."""
 
     DEFAULT_CSS = """
     AssistantView { height: auto; margin: 1 0 0 0; padding: 0 1; border-left: thick $primary; }
     AssistantView > #header { color: $text-muted; height: 1; }
     AssistantView > #thinking { color: $text-muted; text-style: dim; height: 1; }
     AssistantView > #tokens { height: auto; }
-    AssistantView > Markdown { height: auto; margin: 0; padding: 0; }
     AssistantView.-inspect { border-left: thick $secondary; }
     """
 
@@ -102,7 +105,7 @@ class AssistantView(Vertical):
         self.heat: HeatPalette | None = None
         self.streaming = False
         self._chunks: list[TokenChunk] = []
-        self._markdown_text: str | None = None
+        self._marked: tuple[int, int] | None = None  # (first token, tokens) the Markdown marks were made for
         self._header_text = ""
         self._shown: Version | None = None  # the version the chunks were built from
         self.folded = True  # a leading <think> block shows as one line until unfolded (z)
@@ -118,7 +121,6 @@ class AssistantView(Vertical):
         self._header = self.query_one("#header", Static)
         self._fold_line = self.query_one("#thinking", Static)
         self._tokens_box = self.query_one("#tokens", Vertical)
-        self._markdown: Markdown | None = None  # made when the Markdown face is first shown
         self._ready = True
         self.rebuild()
 
@@ -130,7 +132,7 @@ class AssistantView(Vertical):
         """Start over when the node shows another version; else only catch up with new tokens.
 
         The transcript calls this for every kept view when a turn starts: a reply that did not
-        change must not be laid out (or its Markdown parsed) again.
+        change must not be laid out (or its Markdown highlighted) again.
         """
         if not self._ready:
             return
@@ -138,7 +140,7 @@ class AssistantView(Vertical):
             self._shown, self._block = self.node.version, None
             self._tokens_box.remove_children()
             self._chunks = []
-            self._markdown_text = None
+            self._marked = None
         self.sync()
 
     def thinking(self) -> ThinkingBlock | None:
@@ -173,6 +175,7 @@ class AssistantView(Vertical):
         if self._chunks and self._chunks[0].start < first:  # a streamed reply turned out to think
             self._tokens_box.remove_children()
             self._chunks = []
+            self._marked = None
         index = self._chunks[-1].end if self._chunks else first
         while index < len(tokens):
             chunk = self._chunk_for(index, tokens)
@@ -188,7 +191,8 @@ class AssistantView(Vertical):
             self._chunks = []
         self._update_header()
         self._update_fold_line()
-        self._choose_face()
+        self._mark_markdown(first)
+        self._show_text_only()
 
     def _update_fold_line(self) -> None:
         block = self.thinking()
@@ -198,8 +202,41 @@ class AssistantView(Vertical):
 
     @staticmethod
     def _cut_before(start: int, index: int, tokens: list[TokenEvent]) -> bool:
-        """Whether token `index` starts a new chunk: after a newline, once the chunk is long."""
-        return index - start >= CHUNK_SOFT and "\n" in tokens[index - 1].text
+        """Whether token `index` starts a new chunk: after a token that ends a line, once the
+        chunk is long. Never inside a line: a chunk starts on a row of its own."""
+        return index - start >= CHUNK_SOFT and tokens[index - 1].text.endswith("\n")
+
+    def _show_text_only(self) -> None:
+        """A reply saved without its tokens (a file may hold one) shows its text, highlighted the
+        same way, in a plain Static: there are no tokens to inspect."""
+        version = self.node.version
+        shown = self.query("#text-only")
+        if version.tokens is not None or not version.text:
+            shown.remove()
+            return
+        text = Text(printable(version.text))
+        for start, end, role in markdown_marks(text.plain):
+            text.stylize(mark_style(role, self.app.theme_variables), start, end)
+        if shown:
+            shown.first(Static).update(text)
+        else:
+            self.mount(Static(text, id="text-only", markup=False))
+
+    def _mark_markdown(self, first: int) -> None:
+        """Highlight the finished reply's Markdown in place (once per version and fold): each
+        chunk gets the marks of its own text. A streaming reply is not highlighted (each flush
+        would cost O(reply)); its colours, never its layout, change when it ends."""
+        tokens = self.tokens
+        if self.streaming or self.node.version.finish_reason is None or self._marked == (first, len(tokens)):
+            return
+        self._marked = (first, len(tokens))
+        texts = [token_display(token) for token in tokens[first:]]
+        marks = markdown_marks("".join(texts))
+        at = 0
+        for chunk in self._chunks:
+            end = at + sum(len(text) for text in texts[chunk.start - first:chunk.end - first])
+            chunk.set_marks(_within(marks, at, end))
+            at = end
 
     def _chunk_for(self, index: int, tokens: list[TokenEvent]) -> TokenChunk:
         """The chunk token `index` goes into: the last one, or a new one mounted after it."""
@@ -226,7 +263,7 @@ class AssistantView(Vertical):
         new = self._chunk_of(index)
         for chunk in dict.fromkeys(c for c in (old, new) if c is not None):
             chunk.set_cursor(index)
-        self._choose_face()
+        self.set_class(index is not None, "-inspect")
         return new
 
     def set_heat(self, heat: HeatPalette | None) -> None:
@@ -235,34 +272,6 @@ class AssistantView(Vertical):
             return
         for chunk in self._chunks:
             chunk.set_heat(heat)
-        self._choose_face()
-
-    def _choose_face(self) -> None:
-        """Tokens while streaming, inspecting or in heatmap mode; Markdown otherwise."""
-        version = self.node.version
-        show_tokens = self.streaming or self.cursor is not None or self.heat is not None \
-            or version.finish_reason is None
-        self.set_class(self.cursor is not None, "-inspect")
-        if self._tokens_box.display != show_tokens:
-            self._tokens_box.display = show_tokens
-        if self._markdown is None:
-            if not show_tokens:  # made on first need: a streaming reply mounts no Markdown
-                self._markdown_text = self._answer_text()
-                self._markdown = Markdown(printable(self._markdown_text))
-                self.mount(self._markdown)
-            return
-        if self._markdown.display == show_tokens:
-            self._markdown.display = not show_tokens
-        if not show_tokens and self._markdown_text != self._answer_text():
-            self._markdown_text = self._answer_text()
-            self._markdown.update(printable(self._markdown_text))
-
-    def _answer_text(self) -> str:
-        """What the Markdown face shows: the reply, without its thinking block while folded."""
-        block = self.thinking() if self.folded else None
-        if block is None:
-            return self.node.version.reply_text()
-        return "".join(t.text for t in self.tokens[block.end:])
 
     def _update_header(self) -> None:
         """One line that never cuts a word: on a narrow screen the details go, least useful
@@ -296,6 +305,12 @@ class AssistantView(Vertical):
             index = 0  # a click on the Markdown face starts inspecting the reply
         event.stop()
         self.post_message(self.TokenClicked(self, index))
+
+
+def _within(marks: list[Mark], start: int, end: int) -> list[Mark]:
+    """The marks in [start, end), moved to offsets from `start` (a mark never crosses a
+    newline, and chunks are cut at one)."""
+    return [(a - start, b - start, role) for a, b, role in marks if start <= a < end]
 
 
 def fit_parts(parts: list[tuple[str, int]], width: int, sep: str = " · ") -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Sequence
 
 from rich.style import Style
 from rich.text import Text
@@ -16,6 +16,7 @@ from textual.color import Color
 from engine.api import TokenEvent
 from tui.contrast import blend_stops, heat_bands
 from tui.safe_text import printable
+from tui.widgets.markdown_marks import Role
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
@@ -161,13 +162,43 @@ class HeatPalette:
         return cls(low, mid, high, by, tuple(b for b, _ink in bands), tuple(ink for _b, ink in bands))
 
 
-def token_display(token: TokenEvent, selected: bool) -> str:
-    """What a token adds to the flowing text. A selected empty or whitespace-only token shows
-    its piece visibly so the cursor never sits on nothing. Control characters are made visible
-    (a token may hold a terminal escape), so token offsets match the text on screen."""
-    if selected and token.text.strip() == "":
-        return visible(token.piece or token.text) + ("\n" if "\n" in token.text else "")
+def token_display(token: TokenEvent) -> str:
+    """What a token adds to the flowing text, whether or not the cursor is on it: the reply
+    is laid out once, and the cursor only restyles it (a selected blank token used to show
+    its glyphs, which re-wrapped its paragraph). Control characters are made visible (a token
+    may hold a terminal escape), so token offsets match the text on screen."""
     return printable(token.text)
+
+
+def cursor_cell(tokens: Sequence[TokenEvent], cursor: int) -> int:
+    """The token whose text the cursor lights when it is on token `cursor` (indices into
+    `tokens`): itself, or, for a token that adds no text (the first bytes of a character split
+    over byte tokens), the token that completes that character, so the character it is part
+    of lights up, whole. Itself when no later token adds text."""
+    for index in range(cursor, len(tokens)):
+        if tokens[index].text:
+            return index
+    return cursor
+
+
+def mark_style(role: Role, variables: dict[str, str], colours: bool = True) -> Style:
+    """How a Markdown construct is highlighted in place, in the theme's colours (markers dim).
+    Without `colours` (the heatmap is on: its bands choose the text colour, readable on each)
+    only bold, italic and underline stay."""
+    def colour(name: str) -> str | None:
+        value = variables.get(name)
+        try:
+            return Color.parse(value).rich_color.name if value else None
+        except Exception:  # a bad theme value: no colour, never a broken render
+            return None
+    styles = {
+        "marker": Style(dim=True), "strong": Style(bold=True), "emph": Style(italic=True),
+        "heading": Style(bold=True, color=colour("markdown-h1-color") or colour("text-primary")),
+        "code": Style(color=colour("text-accent")), "bullet": Style(bold=True, color=colour("text-primary")),
+        "quote": Style(italic=True), "link": Style(underline=True, color=colour("text-primary")),
+    }
+    style = styles[role]
+    return style if colours else Style(bold=style.bold, italic=style.italic, underline=style.underline)
 
 
 def token_style(token: TokenEvent, index: int, selected: bool, heat: HeatPalette | None) -> Style:
@@ -181,14 +212,16 @@ def token_style(token: TokenEvent, index: int, selected: bool, heat: HeatPalette
     return style
 
 
-def render_tokens(tokens: list[TokenEvent], start: int, cursor: int | None,
-                  heat: HeatPalette | None) -> Text:
-    """Tokens [start:] as one Text; each span carries its index as click metadata."""
+def render_tokens(tokens: list[TokenEvent], start: int, lit: int | None, heat: HeatPalette | None,
+                  marks: Sequence[tuple[int, int, Style]] = ()) -> Text:
+    """Tokens [start:] as one Text; each span carries its index as click metadata. `lit`: the
+    token the cursor lights; `marks`: styles by text offset (Markdown), under the tokens' own."""
     text = Text()
     for offset, token in enumerate(tokens):
         index = start + offset
-        selected = index == cursor
-        text.append(token_display(token, selected), token_style(token, index, selected, heat))
+        text.append(token_display(token), token_style(token, index, index == lit, heat))
+    for mark_start, mark_end, style in reversed(marks):
+        text.stylize_before(style, mark_start, mark_end)
     if text.plain.endswith("\n"):
         text.right_crop(1)  # the next chunk starts on a new line anyway
     return text

@@ -4,7 +4,10 @@ Why not a `Static`: a Static re-renders and re-wraps all its text on every updat
 of a streaming reply cost O(chunk), and a reply without newlines is one long chunk. Here a flush
 re-wraps only the last line (`TokenLayout`), repaints only the lines that changed, and asks for
 a layout only when the height changed; lines are rendered when the screen shows them and cached.
-A cursor move re-renders the lines of the two tokens involved.
+A cursor move re-renders the lines of the two tokens involved, and never changes the layout:
+the cursor only restyles (a token that adds no text lights the character it is part of; a
+blank token that ends a line shows a ``↵`` after the line's text, drawn over the empty cell).
+Markdown highlighting (`set_marks`) is styles by text offset, under the tokens' own.
 
 What the cache does not reproduce (a mouse text selection, tabs, unusual text CSS) falls back
 to Textual's whole-text render of the same `Text`, which stays the reference for the rest.
@@ -12,6 +15,9 @@ to Textual's whole-text render of the same `Text`, which stays the reference for
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
+from rich.segment import Segment
 from rich.text import Text
 from textual.geometry import Region, Size
 from textual.strip import Strip
@@ -19,8 +25,9 @@ from textual.style import Style
 from textual.widget import Widget
 
 from engine.api import TokenEvent
-from tui.widgets.render import HeatPalette, render_tokens, token_display, token_style
-from tui.widgets.token_layout import TokenLayout, line_strip
+from tui.widgets.markdown_marks import Mark, Role
+from tui.widgets.render import HeatPalette, cursor_cell, mark_style, render_tokens, token_display, token_style
+from tui.widgets.token_layout import Line, TokenLayout, line_strip
 
 
 class TokenChunk(Widget):
@@ -38,6 +45,10 @@ class TokenChunk(Widget):
         self._styles: dict[int, Style] = {}  # by token index, made when a line needs them
         self._strips: dict[int, Strip] = {}  # by line, valid for `_base` and the layout's width
         self._base: Style | None = None
+        self._lit: int | None = None  # the token the cursor lights (see `cursor_cell`)
+        self._marks: list[Mark] = []  # Markdown ranges in the joined texts, by start
+        self._mark_starts: list[int] = []
+        self._mark_styles: dict[Role, Style] = {}
 
     @property
     def end(self) -> int:
@@ -46,9 +57,13 @@ class TokenChunk(Widget):
     def grow(self, tokens: list[TokenEvent], end: int) -> None:
         """Add tokens [self.end, end) of `tokens` (the reply's growing list)."""
         self._tokens = tokens
+        if self.end > self.start and token_display(tokens[self.end - 1]) != self._layout.texts[-1]:
+            self._relayout(self.end - 1)  # the finished reply's last token took what the stream held back
         old_height = self._layout.height
-        texts = [token_display(tokens[index], index == self.cursor) for index in range(self.end, end)]
+        texts = [token_display(tokens[index]) for index in range(self.end, end)]
         changed = self._layout.append(texts)
+        if self.cursor is not None and self.start <= self.cursor < end:
+            self._light()  # the cursor's character may have just been completed
         for line in range(changed, max(old_height, self._layout.height)):
             self._strips.pop(line, None)
         if not self._layout.width or self._layout.height != old_height:
@@ -62,10 +77,31 @@ class TokenChunk(Widget):
         for index in {old, cursor}:
             if index is not None and self.start <= index < self.end:
                 self._restyle(index)
+        self._light()
+
+    def set_marks(self, marks: list[Mark]) -> None:
+        """Markdown ranges, offsets in this chunk's joined texts; only styles change."""
+        self._marks = sorted(marks, key=lambda mark: mark[0])
+        self._mark_starts = [mark[0] for mark in self._marks]
+        self._mark_styles.clear()
+        self._strips.clear()
+        self.refresh()
+
+    def _light(self) -> None:
+        """Restyle the token the cursor lights, when it is another than the cursor's own."""
+        cursor = self.cursor
+        inside = cursor is not None and self.start <= cursor < self.end
+        lit = self.start + cursor_cell(self._tokens[self.start:self.end], cursor - self.start) \
+            if inside and cursor is not None else None
+        old, self._lit = self._lit, lit
+        for index in {old, lit} - {None, cursor}:
+            if index is not None and self.start <= index < self.end:
+                self._restyle(index)
 
     def set_heat(self, heat: HeatPalette | None) -> None:
         self.heat = heat
         self._styles.clear()
+        self._mark_styles.clear()
         self._strips.clear()
         self.refresh()
 
@@ -75,18 +111,15 @@ class TokenChunk(Widget):
 
     def _restyle(self, index: int) -> None:
         self._styles.pop(index, None)
-        text = token_display(self._tokens[index], index == self.cursor)
-        if text != self._layout.texts[index - self.start]:
-            self._relayout(index, text)  # a selected blank token shows its glyphs: re-wrap
-            return
         lines = self._layout.lines_of(index - self.start)
         for line in lines:
             self._strips.pop(line, None)
         self.refresh(*([Region(0, lines.start, self.size.width, len(lines))] if lines else []))
 
-    def _relayout(self, index: int, text: str) -> None:
+    def _relayout(self, index: int) -> None:
+        """Lay the chunk out again with token `index`'s text changed."""
         texts = list(self._layout.texts)
-        texts[index - self.start] = text
+        texts[index - self.start] = token_display(self._tokens[index])
         width, self._layout = self._layout.width, TokenLayout()
         self._layout.append(texts)
         self._layout.set_width(width)
@@ -104,7 +137,8 @@ class TokenChunk(Widget):
 
     def render(self) -> Text:
         """The whole chunk as one Text: the full render's input (and what a selection copies)."""
-        return render_tokens(self._tokens[self.start:self.end], self.start, self.cursor, self.heat)
+        marks = [(start, end, self._mark_style(role).rich_style) for start, end, role in self._marks]
+        return render_tokens(self._tokens[self.start:self.end], self.start, self._lit, self.heat, marks)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         if width <= 0 or self._full_render():
@@ -125,18 +159,48 @@ class TokenChunk(Widget):
             self._base = base
             self._strips.clear()
             self._styles.clear()
+            self._mark_styles.clear()
         if not 0 <= y < self._layout.height:
             return Strip.blank(width, base.rich_style)
         strip = self._strips.get(y)
         if strip is None:
-            strip = self._strips[y] = line_strip(self._layout.line(y), width, base, self._style)
-        return strip
+            line = self._layout.line(y)
+            strip = self._strips[y] = line_strip(line, width, base, self._style, self._line_marks(line))
+        return self._with_return_glyph(y, strip, width, base)
+
+    def _with_return_glyph(self, y: int, strip: Strip, width: int, base: Style) -> Strip:
+        """A ``↵`` after line `y`'s text when the cursor is on a blank token whose newline ends
+        that line (else the cursor would sit on nothing), drawn only where the cell is free."""
+        cursor = self.cursor
+        if cursor is None or not self.start <= cursor < self.end or strip.cell_length >= width:
+            return strip
+        text = self._layout.texts[cursor - self.start]
+        lines = self._layout.lines_of(cursor - self.start)
+        if "\n" not in text or text.strip() or not lines or lines.start != y:
+            return strip
+        glyph = Segment("↵", (base + self._style(cursor - self.start)).rich_style)
+        return Strip([*strip, glyph], strip.cell_length + 1)
+
+    def _line_marks(self, line: Line) -> list[tuple[int, int, Style]]:
+        """The Markdown marks that may touch `line`: those starting in its paragraph before the
+        line ends (a mark never crosses a newline), as Textual styles."""
+        upto = line.at + len(line.text)
+        first = bisect_left(self._mark_starts, line.at - line.x)
+        last = bisect_left(self._mark_starts, upto, first)
+        return [(start, end, self._mark_style(role)) for start, end, role in self._marks[first:last]]
+
+    def _mark_style(self, role: Role) -> Style:
+        style = self._mark_styles.get(role)
+        if style is None:
+            rich = mark_style(role, self.app.theme_variables, colours=self.heat is None)
+            style = self._mark_styles[role] = Style.from_rich_style(rich, self.app.ansi_theme)
+        return style
 
     def _style(self, offset: int) -> Style:
         """The style of token `start + offset`, converted as Textual converts a Text's spans."""
         index = self.start + offset
         style = self._styles.get(index)
         if style is None:
-            rich = token_style(self._tokens[index], index, index == self.cursor, self.heat)
+            rich = token_style(self._tokens[index], index, index == self._lit, self.heat)
             style = self._styles[index] = Style.from_rich_style(rich, self.app.ansi_theme)
         return style

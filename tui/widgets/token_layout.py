@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from rich.cells import cell_len, chop_cells
 from rich.segment import Segment
@@ -76,6 +76,7 @@ class ParagraphWrap:
 class _Paragraph:
     """Text between newlines, with the token each piece of it came from."""
 
+    offset: int = 0  # where the paragraph starts in the joined token texts
     text: str = ""
     starts: list[int] = field(default_factory=list)  # piece starts (pieces are never empty)
     ends: list[int] = field(default_factory=list)
@@ -105,6 +106,7 @@ class Line:
     y: int
     last: bool  # the paragraph's last line (its trailing spaces are kept)
     spans: list[tuple[int, int, int]]
+    at: int = 0  # where the line starts in the joined token texts
 
 
 class TokenLayout:
@@ -116,6 +118,7 @@ class TokenLayout:
 
     def __init__(self) -> None:
         self.texts: list[str] = []  # the text shown for each token, in order
+        self.chars = 0  # the length of the joined texts
         self.width = 0  # 0: not laid out yet
         self.tabs = False  # a tab needs Textual's tab expansion, which this layout does not do
         self._paragraphs = [_Paragraph()]
@@ -163,18 +166,23 @@ class TokenLayout:
         paragraph = self._paragraphs[paragraph_index]
         last = y + 1 >= len(self._lines) or self._lines[y + 1][0] != paragraph_index
         end = len(paragraph.text) if last else self._lines[y + 1][1]
-        return Line(paragraph.text[start:end], start, paragraph_index, last, paragraph.spans(start, end))
+        return Line(paragraph.text[start:end], start, paragraph_index, last, paragraph.spans(start, end),
+                    paragraph.offset + start)
 
     def _add(self, text: str) -> None:
         token = len(self.texts)
         self.texts.append(text)
         self.tabs = self.tabs or "\t" in text
         self._where.append((len(self._paragraphs) - 1, len(self._paragraphs[-1].text)))
+        at = self.chars
         for number, piece in enumerate(text.split("\n")):
             if number:
-                self._paragraphs.append(_Paragraph())
+                at += 1  # the newline
+                self._paragraphs.append(_Paragraph(at))
             if piece:
                 self._paragraphs[-1].add(piece, token)
+                at += len(piece)
+        self.chars = at
 
     def _line_at(self, paragraph: int, offset: int) -> int:
         breaks = self._paragraphs[paragraph].wrap.breaks  # type: ignore[union-attr]
@@ -212,14 +220,19 @@ class TokenLayout:
         self._lines.extend((index, start) for start in starts)
 
 
-def line_strip(line: Line, width: int, base: Style, style_of: Callable[[int], Style]) -> Strip:
+def line_strip(line: Line, width: int, base: Style, style_of: Callable[[int], Style],
+               marks: Sequence[tuple[int, int, Style]] = ()) -> Strip:
     """One line as Textual renders it in a paragraph (left aligned, folded, no tabs).
 
     Mirrors `Content._wrap_and_format` and `_FormattedLine.to_strip`: a line that is not its
     paragraph's last loses its trailing spaces, each segment carries its (x, y) offset for
-    text selection. `style_of(token)` is the style of a token's pieces.
+    text selection. `style_of(token)` is the style of a token's pieces; `marks` are styles by
+    offset in the joined token texts (Markdown highlighting), under the tokens' own.
     """
-    spans = [Span(start, end, style_of(token)) for start, end, token in line.spans]
+    at, upto = line.at, line.at + len(line.text)
+    spans = [Span(max(start, at) - at, min(stop, upto) - at, style) for start, stop, style in marks
+             if start < upto and stop > at]
+    spans += [Span(start, end, style_of(token)) for start, end, token in line.spans]
     content = Content(line.text, spans, strip_control_codes=False)
     if not line.last:
         content = content.rstrip()
