@@ -120,8 +120,12 @@ class _KeepsUnpacked:
 
     @staticmethod
     def times(x: mx.array, dense: mx.array) -> mx.array:
-        """``x @ dense.T`` in x's dtype: BLAS (gemm, or gemv for one row through engine.cpu.gemv_forward)."""
-        return x @ dense.astype(x.dtype).T
+        """``x @ dense.T`` in x's dtype: BLAS (gemm, or gemv for one row through engine.cpu.gemv_forward).
+
+        No cast when the dtypes agree (the usual float32): MLX's `astype` adds a copy to the graph
+        even then, which cost a chain of 56 kept 384x384 layers ~7% next to plain float32 Linears.
+        """
+        return x @ (dense if dense.dtype == x.dtype else dense.astype(x.dtype)).T
 
 
 class _PrefillDequantizedLinear(_KeepsUnpacked, nn.QuantizedLinear):
