@@ -18,9 +18,11 @@ from byte_replies import byte_reply
 
 from engine.api import GenerateRequest, SamplingParams, TokenEvent, TurnFinished
 from engine.fake import ScriptedEngine, ScriptedToken
+from tui.model.conversation import Conversation, Node, Version
+from tui.model.store import last_conversation_path, save_conversation
 from tui.widgets.message_views import AssistantView
 from tui.widgets.render import visible
-from tui_helpers import screen_text, send
+from tui_helpers import screen_text, send, wait_idle, wait_until
 
 MARKDOWN = [
     "# Title", "\n\n", "Some ", "**", "bold", "**", " and ", "*", "italic", "*", " words", " with", " `", "code",
@@ -111,3 +113,16 @@ async def test_byte_tokens_read_the_same_in_the_reply_and_the_panel(make_app: An
         chunk = view._chunks[0]
         lit = [seg.text for y in range(chunk.size.height) for seg in chunk.render_line(y) if seg.style and seg.style.reverse]
         assert lit == ["é"]
+
+
+async def test_a_reply_saved_without_tokens_shows_its_text(make_app: Any, tmp_path: Path) -> None:
+    """A file may hold a reply's text without its tokens: it shows, highlighted the same way."""
+    conversation = Conversation()
+    conversation.append(Node("user", [Version("hi")]))
+    conversation.append(Node("assistant", [Version("- one **two** [b]x[/b]", finish_reason="stop")]))
+    save_conversation(conversation, last_conversation_path(tmp_path / "state"))
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_idle(app, pilot)
+        app.chat_screen.action_resume_last()
+        await wait_until(pilot, lambda: "- one **two** [b]x[/b]" in screen_text(app), timeout=30)

@@ -106,6 +106,7 @@ class AssistantView(Vertical):
         self.streaming = False
         self._chunks: list[TokenChunk] = []
         self._marked: tuple[int, int] | None = None  # (first token, tokens) the Markdown marks were made for
+        self._text_only: Static | None = None  # a reply saved without tokens: its text
         self._header_text = ""
         self._shown: Version | None = None  # the version the chunks were built from
         self.folded = True  # a leading <think> block shows as one line until unfolded (z)
@@ -210,17 +211,19 @@ class AssistantView(Vertical):
         """A reply saved without its tokens (a file may hold one) shows its text, highlighted the
         same way, in a plain Static: there are no tokens to inspect."""
         version = self.node.version
-        shown = self.query("#text-only")
         if version.tokens is not None or not version.text:
-            shown.remove()
+            if self._text_only is not None:
+                self._text_only.remove()
+                self._text_only = None
             return
         text = Text(printable(version.text))
         for start, end, role in markdown_marks(text.plain):
             text.stylize(mark_style(role, self.app.theme_variables), start, end)
-        if shown:
-            shown.first(Static).update(text)
+        if self._text_only is None:
+            self._text_only = Static(text, markup=False)
+            self.mount(self._text_only)
         else:
-            self.mount(Static(text, id="text-only", markup=False))
+            self._text_only.update(text)
 
     def _mark_markdown(self, first: int) -> None:
         """Highlight the finished reply's Markdown in place (once per version and fold): each

@@ -135,7 +135,7 @@ class Transcript(VerticalScroll, can_focus=True):
             self.release_anchor()
             if chunk.lines_of(index):
                 self._scroll_to_cursor(chunk, index)
-            else:  # the token view was hidden (Markdown face): scroll once it is laid out
+            else:  # the chunk is not laid out yet: scroll once it is
                 self.call_after_refresh(self._scroll_to_cursor, chunk, index)
         node = view.node if view is not None else None
         self.post_message(TokenSelected(node, index if view is not None else None))
