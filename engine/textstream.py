@@ -58,12 +58,16 @@ class _ByteStream:
 
     Python's incremental UTF-8 decoder holds back only bytes that may still begin a character
     and writes any other byte at once with ``backslashreplace``: the form `PieceCache` uses.
-    The reply's first text loses one leading space, as mlx-lm's detokenizers (and
-    SentencePiece) do, so the text matches theirs wherever the bytes are valid UTF-8.
+    Leading spaces go as in mlx-lm's detokenizers, so the text matches theirs wherever the
+    bytes are valid UTF-8: SentencePiece drops one from each token's text while the reply has
+    none yet (unless told to keep them); byte-level BPE drops one, once.
     """
 
     def __init__(self, tokenizer: Any) -> None:
         self._to_bytes = _byte_reader(tokenizer)
+        detokenizer = tokenizer.detokenizer
+        self._once = isinstance(detokenizer, BPEStreamingDetokenizer)
+        self._trim = self._once or bool(getattr(detokenizer, "trim_space", True))
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="backslashreplace")
         self.text = ""
         self._shown = 0  # how much of `text` earlier segments returned
@@ -80,8 +84,9 @@ class _ByteStream:
         return new
 
     def _append(self, text: str) -> None:
-        if not self.text and text.startswith(" "):
+        if self._trim and not self.text and text.startswith(" "):
             text = text[1:]
+            self._trim = not self._once
         self.text += text
 
 

@@ -36,3 +36,23 @@ def byte_reply(model: Path, parts: list[str | int]) -> tuple[list[TokenEvent], T
                         prefill_tps=100.0, decode_tps=100.0, finish_reason="length", context_used=2 + len(ids),
                         context_limit=512)
     return events, done
+
+
+def build_spm_tokenizer(folder: Path, trim_space: bool = True) -> Path:
+    """A tiny SentencePiece-style tokenizer (Llama's layout): ``▁`` for a space, byte fallback
+    to ``<0xNN>`` tokens for anything not in its few pieces. Without `trim_space` its decoder
+    keeps a leading space (mlx-lm then streams with ``trim_space=False``)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2} | {f"<0x{b:02X}>": 3 + b for b in range(256)}
+    for piece in ["▁", *"abcdefghijklmnopqrstuvwxyz", "▁t", "he", "▁the", ".", ","]:
+        vocab.setdefault(piece, len(vocab))
+    tok = Tokenizer(models.BPE(vocab, [("▁", "t"), ("h", "e"), ("▁t", "he")], unk_token="<unk>",
+                               byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    tok.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if trim_space else []))
+    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                            unk_token="<unk>").save_pretrained(str(folder))
+    return folder

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
+from typing import Any
 
-from byte_replies import byte_id, byte_reply
+from byte_replies import build_spm_tokenizer, byte_id, byte_reply
+from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, SPMStreamingDetokenizer
 from mlx_lm.utils import load_tokenizer
 
 from engine.textstream import PieceCache, ReplyText
@@ -82,3 +85,44 @@ def test_a_split_character_is_whole_in_the_reply_and_bytes_in_its_pieces(chatml_
     assert [e.piece for e in events[first:first + 2]] == ["\\xc3", "\\xa9"]
     assert [e.text for e in events[first:first + 2]] == ["", "é"]  # once, whole, where it is complete
     assert done.text == "café ok" == "".join(e.text for e in events) == tok.decode(list(done.token_ids))
+
+
+def _tokenizers(chatml_model: Path, tmp_path: Path) -> list[Any]:
+    """A byte-level BPE, and SentencePiece-style ones with and without the leading-space trim."""
+    return [load_tokenizer(chatml_model),
+            load_tokenizer(build_spm_tokenizer(tmp_path / "spm")),
+            load_tokenizer(build_spm_tokenizer(tmp_path / "spm-keep", trim_space=False))]
+
+
+def test_reply_text_is_mlx_lms_wherever_the_bytes_are_valid(chatml_model: Path, tmp_path: Path) -> None:
+    """The byte-exact stream writes what mlx-lm's detokenizers write for valid UTF-8 (the leading
+    space trimmed as theirs is, or kept), primed or not; it differs only where they wrote U+FFFD."""
+    rng = random.Random(5)
+    words = ["the", "café", "😀", "世界", " ", "tea.", "\n", "a,b", " the"]
+    for tok in _tokenizers(chatml_model, tmp_path):
+        assert isinstance(tok.detokenizer, (BPEStreamingDetokenizer, SPMStreamingDetokenizer))
+        for _ in range(40):
+            text = "".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
+            ids = tok.encode(text, add_special_tokens=False)
+            cut = rng.randint(0, len(ids))
+            ours, theirs = ReplyText(tok, ids[:cut]), tok.detokenizer
+            for i in ids[:cut]:
+                theirs.add_token(i)
+            _ = theirs.last_segment
+            streamed = "".join(ours.add(i) for i in ids[cut:])
+            for i in ids[cut:]:
+                theirs.add_token(i)
+            theirs.finalize()
+            assert ours.finish() == theirs.text, (text, cut)
+            assert theirs.text.endswith(streamed)
+
+
+def test_sentencepiece_byte_tokens_follow_the_same_rule(tmp_path: Path) -> None:
+    tok = load_tokenizer(build_spm_tokenizer(tmp_path / "spm"))
+    pieces = PieceCache(tok)
+    stray, lead, tail = (tok.convert_tokens_to_ids(f"<0x{b:02X}>") for b in (0x9D, 0xC3, 0xA9))
+    ids = [*tok.encode("the", add_special_tokens=False), stray, lead, tail, lead]
+    stream = ReplyText(tok)
+    texts = [stream.add(i) for i in ids]
+    assert texts[-4:] == ["\\x9d", "", "é", ""] and [pieces(i) for i in ids[-4:]] == ["\\x9d", "\\xc3", "\\xa9", "\\xc3"]
+    assert stream.finish() == "the\\x9dé\\xc3"
