@@ -9,6 +9,8 @@ reply, each token's own bytes (``\\xc3``) in the panel, a byte of no character `
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 from byte_replies import byte_reply
 
-from engine.api import GenerateRequest, SamplingParams, TokenEvent, TurnFinished
+from engine.api import EngineEvent, GenerateRequest, SamplingParams, TokenEvent, TurnFinished
 from engine.fake import ScriptedEngine, ScriptedToken
 from tui.model.conversation import Conversation, Node, Version
 from tui.model.store import last_conversation_path, save_conversation
@@ -87,6 +89,13 @@ class _Replay(ScriptedEngine):
 
     def _event(self, index: int, token: ScriptedToken, params: SamplingParams) -> TokenEvent:
         return self.events[index]
+
+    async def _generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
+        """The stop token comes a while after the last shown one (so that one is laid out first)."""
+        async for event in super()._generate(request):
+            if isinstance(event, TurnFinished):
+                await asyncio.sleep(0.2)
+            yield event
 
     def _finished(self, request: GenerateRequest, prompt_ids: list[int], reused: int, ids: list[int],
                   text: str, reason: str, generated: int) -> TurnFinished:

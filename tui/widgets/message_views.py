@@ -177,6 +177,8 @@ class AssistantView(Vertical):
             self._tokens_box.remove_children()
             self._chunks = []
             self._marked = None
+        if self._chunks and not self.streaming:
+            self._chunks[-1].settle(tokens)
         index = self._chunks[-1].end if self._chunks else first
         while index < len(tokens):
             chunk = self._chunk_for(index, tokens)

@@ -57,8 +57,7 @@ class TokenChunk(Widget):
     def grow(self, tokens: list[TokenEvent], end: int) -> None:
         """Add tokens [self.end, end) of `tokens` (the reply's growing list)."""
         self._tokens = tokens
-        if self.end > self.start and token_display(tokens[self.end - 1]) != self._layout.texts[-1]:
-            self._relayout(self.end - 1)  # the finished reply's last token took what the stream held back
+        self.settle(tokens)
         old_height = self._layout.height
         texts = [token_display(tokens[index]) for index in range(self.end, end)]
         changed = self._layout.append(texts)
@@ -70,6 +69,13 @@ class TokenChunk(Widget):
             self.refresh(layout=True)
         elif changed < old_height:
             self.refresh(Region(0, changed, self.size.width, old_height - changed))
+
+    def settle(self, tokens: list[TokenEvent]) -> None:
+        """Lay out again if the last token's text changed: a finished reply's last token takes
+        what the stream held back (`Version.settle`), after it may have been drawn."""
+        self._tokens = tokens
+        if self.end > self.start and token_display(tokens[self.end - 1]) != self._layout.texts[-1]:
+            self._relayout(self.end - 1)
 
     def set_cursor(self, cursor: int | None) -> None:
         """Move the cursor; only the lines of the tokens it leaves and enters are redrawn."""
