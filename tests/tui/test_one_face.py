@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from byte_replies import byte_reply
+from tui_helpers import screen_text, send, wait_idle, wait_until
 
 from engine.api import EngineEvent, GenerateRequest, SamplingParams, TokenEvent, TurnFinished
 from engine.fake import ScriptedEngine, ScriptedToken
@@ -24,7 +25,6 @@ from tui.model.conversation import Conversation, Node, Version
 from tui.model.store import last_conversation_path, save_conversation
 from tui.widgets.message_views import AssistantView
 from tui.widgets.render import visible
-from tui_helpers import screen_text, send, wait_idle, wait_until
 
 MARKDOWN = [
     "# Title", "\n\n", "Some ", "**", "bold", "**", " and ", "*", "italic", "*", " words", " with", " `", "code",
