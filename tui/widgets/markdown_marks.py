@@ -23,10 +23,14 @@ _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]|$)")
 _RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _QUOTE = re.compile(r" {0,3}>")
 _BULLET = re.compile(r"[ \t]*([-*+]|\d{1,9}[.)])(?=[ \t])")
-_CODE = re.compile(r"(`+)(?=[^`])(.+?)(?<=[^`])\1(?!`)")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_EMPH = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?!\*)|(?<![_\w])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![_\w])")
-_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
+# Inline spans are at most SPAN characters long: each unclosed opener then costs O(SPAN), not
+# O(line) (a 15,000-character line of "*a " took 0.5 s to search unbounded).
+SPAN = 300
+_CODE = re.compile(r"(`+)(?=[^`])(.{1,%d}?)(?<=[^`])\1(?!`)" % SPAN)
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.{1,%d}?)(?<=\S)\1" % SPAN)
+_EMPH = re.compile(r"(?<![*\w])\*(?=[^\s*])(.{1,%d}?)(?<=[^\s*])\*(?!\*)"
+                   r"|(?<![_\w])_(?=[^\s_])(.{1,%d}?)(?<=[^\s_])_(?![_\w])" % (SPAN, SPAN))
+_LINK = re.compile(r"\[([^\]\n]{1,%d})\]\(([^)\s]{1,%d})\)" % (SPAN, SPAN))
 MASK = "\x00"  # stands in for a code span's characters while the other inline marks are found
 
 
