@@ -170,12 +170,12 @@ def token_display(token: TokenEvent) -> str:
     return printable(token.text)
 
 
-def cursor_cell(tokens: Sequence[TokenEvent], cursor: int) -> int:
-    """The token whose text the cursor lights when it is on token `cursor` (indices into
-    `tokens`): itself, or, for a token that adds no text (the first bytes of a character split
+def cursor_cell(tokens: Sequence[TokenEvent], cursor: int, end: int) -> int:
+    """The token whose text the cursor lights when it is on token `cursor` (looking no further
+    than `end`): itself, or, for a token that adds no text (the first bytes of a character split
     over byte tokens), the token that completes that character, so the character it is part
     of lights up, whole. Itself when no later token adds text."""
-    for index in range(cursor, len(tokens)):
+    for index in range(cursor, min(end, len(tokens))):
         if tokens[index].text:
             return index
     return cursor

@@ -97,8 +97,7 @@ class TokenChunk(Widget):
         """Restyle the token the cursor lights, when it is another than the cursor's own."""
         cursor = self.cursor
         inside = cursor is not None and self.start <= cursor < self.end
-        lit = self.start + cursor_cell(self._tokens[self.start:self.end], cursor - self.start) \
-            if inside and cursor is not None else None
+        lit = cursor_cell(self._tokens, cursor, self.end) if inside and cursor is not None else None
         old, self._lit = self._lit, lit
         for index in {old, lit} - {None, cursor}:
             if index is not None and self.start <= index < self.end:
