@@ -107,6 +107,7 @@ class AssistantView(Vertical):
         self._chunks: list[TokenChunk] = []
         self._marked: tuple[int, int] | None = None  # (first token, tokens) the Markdown marks were made for
         self._text_only: Static | None = None  # a reply saved without tokens: its text
+        self._text_only_source = ""  # the text it shows
         self._header_text = ""
         self._shown: Version | None = None  # the version the chunks were built from
         self.folded = True  # a leading <think> block shows as one line until unfolded (z)
@@ -168,7 +169,8 @@ class AssistantView(Vertical):
         return block.end if block is not None else 0
 
     def sync(self) -> None:
-        """Lay out tokens that arrived since the last call; choose the face; update the header."""
+        """Lay out tokens that arrived since the last call; once the reply is finished, take its
+        settled last token and highlight its Markdown; update the header and the fold line."""
         if not self._ready:
             return
         tokens = self.tokens
@@ -218,6 +220,8 @@ class AssistantView(Vertical):
                 self._text_only.remove()
                 self._text_only = None
             return
+        if self._text_only is not None and self._text_only_source == version.text:
+            return  # unchanged: not rendered again
         text = Text(printable(version.text))
         for start, end, role in markdown_marks(text.plain):
             text.stylize(mark_style(role, self.app.theme_variables), start, end)
@@ -226,6 +230,7 @@ class AssistantView(Vertical):
             self.mount(self._text_only)
         else:
             self._text_only.update(text)
+        self._text_only_source = version.text
 
     def _mark_markdown(self, first: int) -> None:
         """Highlight the finished reply's Markdown in place (once per version and fold): each
