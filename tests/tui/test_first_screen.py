@@ -46,3 +46,16 @@ async def test_the_status_bar_says_what_it_is_loading(make_app: Any) -> None:
         assert seen[0] in ("starting…", "loading demo…") and any(s.startswith("loading demo") for s in seen)
         assert not any("no model" in s or "ctx 0/?" in s for s in seen)
         assert "ready  ctx 0/4096" in bar.render().plain
+
+
+async def test_the_welcome_names_a_model_that_is_not_the_demo(make_app: Any) -> None:
+    """The demo's paragraph (capitals, colours, sums) is about the demo only: with another model
+    loaded the welcome names that model instead, and keeps the keys."""
+    app = make_app(config_text='[model]\ndefault = "someone/[b]tiny[/b]-chat"\n')
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.engine.model is not None)
+        await wait_idle(app, pilot)
+        text = " ".join(screen_text(app).split())
+        assert "capitals of about fifty countries" not in text
+        assert "You are chatting with someone/[b]tiny[/b]-chat." in text  # the name is data, not markup
+        assert "Enter sends." in text and "1-9, 0 continue the reply" in text

@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
 from engine.api import ParamError, SamplingParams
+from engine.models import DEMO_SPEC
 from engine.settings import Config
 from tui import messages as msg
 from tui.bindings import bindings_for
@@ -56,6 +57,7 @@ class ChatScreen(ConversationActions, PreviewActions):
         self.saved_conversation = saved_conversation
         self.heat_mode: HeatMode | None = "p" if config.ui.heatmap else None
         self.preset = ""
+        self._loading_spec = DEMO_SPEC  # the model being loaded: the welcome names it once it is in
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
         self.previews = Previews(self.controller.engine, self.post_message, config.preview)
@@ -86,6 +88,7 @@ class ChatScreen(ConversationActions, PreviewActions):
 
     @on(msg.ModelLoadStarted)
     def _load_started(self, event: msg.ModelLoadStarted) -> None:
+        self._loading_spec = event.spec
         self.query_one(StatusBar).show_loading(event.spec)
 
     @on(msg.ModelLoading)
@@ -103,6 +106,8 @@ class ChatScreen(ConversationActions, PreviewActions):
         bar = self.query_one(StatusBar)
         bar.show_model(event.info)
         bar.thinking = self.controller.thinking
+        demo = self._loading_spec == DEMO_SPEC
+        self.query_one(Transcript).welcome_model(None if demo else event.info.name)
         for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
             self.notify(note, severity="warning", timeout=15, markup=False)
         conversation = self.controller.conversation

@@ -31,26 +31,35 @@ from tui.widgets.token_chunk import TokenChunk
 CHUNK_SOFT = 200  # cut a chunk after a newline once it is this long (never mid-paragraph)
 
 
-WELCOME = (
-    "Welcome to logitscope: chat with a model and see what it almost said.\n\n"
+WELCOME_INTRO = "Welcome to logitscope: chat with a model and see what it almost said."
+WELCOME_DEMO = (
     "The built-in demo model knows the capitals of about fifty countries, colours, what animals "
     "say and how many legs they have, and small sums. Try \"What is the capital of France?\", "
-    "then \"And Italy?\".\n\n"
+    "then \"And Italy?\"."
+)
+WELCOME_KEYS = (
     "Enter sends.  Esc, then ←/→ walks through a reply's tokens and shows what else the model "
     "considered.  1-9, 0 continue the reply from that candidate instead.  F1: every key, and "
     "what the numbers mean."
 )
 
 
+def welcome_text(model: str | None) -> str:
+    """The welcome for `model` (None: the demo, which is what the app starts on)."""
+    middle = WELCOME_DEMO if model is None else f"You are chatting with {printable(model)}."
+    return f"{WELCOME_INTRO}\n\n{middle}\n\n{WELCOME_KEYS}"
+
+
 class Welcome(Static):
-    """What the screen says before the first message: what the demo knows, the three keys."""
+    """What the screen says before the first message: what the model is (what the demo knows),
+    and the three keys that matter."""
 
     DEFAULT_CSS = """
     Welcome { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     """
 
-    def __init__(self) -> None:
-        super().__init__(WELCOME, markup=False)
+    def __init__(self, model: str | None = None) -> None:
+        super().__init__(welcome_text(model), markup=False)
 
 
 class UserView(Static):

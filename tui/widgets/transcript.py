@@ -17,7 +17,7 @@ from textual.widget import Widget
 from tui.bindings import bindings_for
 from tui.messages import CandidateChosen, TokenSelected
 from tui.model.conversation import Conversation, Node, Version
-from tui.widgets.message_views import AssistantView, UserView, Welcome
+from tui.widgets.message_views import AssistantView, UserView, Welcome, welcome_text
 from tui.widgets.token_chunk import TokenChunk
 from tui.widgets.render import HeatPalette
 
@@ -37,6 +37,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.heat: HeatPalette | None = None
         self.low_threshold = 0.1
         self.selected: AssistantView | None = None  # the reply holding the token cursor
+        self._model: str | None = None  # the loaded model's name for the welcome; None: the demo
         self._system: Node | None = None
 
     def on_mount(self) -> None:
@@ -47,11 +48,17 @@ class Transcript(VerticalScroll, can_focus=True):
         """The welcome stands in for the chat while it is empty."""
         welcome = self.query_children(Welcome)
         if shown and not welcome:
-            self.mount(Welcome())
+            self.mount(Welcome(self._model))
         elif not shown:
             welcome.remove()
 
     # --- what the screen calls
+
+    def welcome_model(self, model: str | None) -> None:
+        """Name the loaded model in the welcome (None: the demo, with what it knows)."""
+        self._model = model
+        for welcome in self.query_children(Welcome):
+            welcome.update(welcome_text(model))
 
     def show(self, conversation: Conversation) -> None:
         """Make the views match the conversation's visible path (reusing views that still fit)."""
