@@ -117,6 +117,13 @@ def _tuned(model: nn.Module, probe: Probe) -> CpuLayer:
     return speed
 
 
+def _switched(model: nn.Module) -> dict[str, Any]:
+    """Every layer that may keep a copy, kept or not (`dense_candidates` leaves out kept ones)."""
+    from engine.cpu.unpacked import _KeepsUnpacked
+
+    return {name: layer for name, layer in model.named_modules() if isinstance(layer, _KeepsUnpacked)}
+
+
 def _dense_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     used: list[int] = []
     real = _PrefillDequantizedLinear.dense_call
@@ -139,12 +146,14 @@ def test_the_layers_kept_are_those_the_timing_favours_and_decoding_uses_exactly_
     assert choice is not None
     assert sorted(choice.kept) == sorted(f"model.layers.{i}.{part}" for i in range(2)
                                          for part in ("mlp.gate_proj", "mlp.up_proj", "self_attn.o_proj"))
-    candidates = dense_candidates(model)
-    kept = {name for name, layer in candidates.items() if layer._dense is not None}
+    layers = _switched(model)
+    kept = {name for name, layer in layers.items() if layer._dense is not None}
     assert kept == set(choice.kept)  # unpacked ahead by after_load; nothing else holds a copy
+    assert all(layers[name]["weight"].size == 0 for name in kept)  # the packed weights let go
+    assert all(layer["weight"].size > 0 for name, layer in layers.items() if name not in kept)
     used = _dense_calls(monkeypatch)
     got = model(step)
-    assert sorted(used) == sorted(id(candidates[name]) for name in choice.kept)
+    assert sorted(used) == sorted(id(layers[name]) for name in choice.kept)
     assert mx.allclose(got, reference, atol=1e-4, rtol=1e-4).item()
 
 
@@ -160,7 +169,7 @@ def test_when_no_copy_pays_none_is_held_and_decoding_stays_packed(monkeypatch: p
     assert mx.array_equal(model(step), reference).item() and used == []  # MLX's own kernel, bit for bit
 
 
-def test_the_tied_head_is_kept_when_it_pays_and_lookups_stay_packed() -> None:
+def test_the_tied_head_is_kept_when_it_pays_and_lookups_give_the_same_rows() -> None:
     model = _tiny_4bit()
     tokens = mx.random.randint(0, 256, (1, 6), key=mx.random.key(3))
     reference, lookups = model(tokens), model.model.embed_tokens(tokens)
@@ -172,18 +181,21 @@ def test_the_tied_head_is_kept_when_it_pays_and_lookups_stay_packed() -> None:
     assert mx.array_equal(head(tokens), lookups).item()
 
 
-def test_a_plan_replaces_earlier_marks_and_copies() -> None:
+def test_a_plan_replaces_earlier_marks_but_a_copy_that_replaced_its_weights_stays() -> None:
     from engine.cpu.unpacked import enable_dequantized_prefill, keep_unpacked_weights
 
     model = _tiny_4bit()
-    enable_dequantized_prefill(model, keep_bytes=1 << 40)
-    keep_unpacked_weights(model, lambda: False)
+    enable_dequantized_prefill(model, keep_bytes=1 << 40)  # every layer marked, no copy made yet
     for name, layer in model.named_modules():
         object.__setattr__(layer, "_probe_name", name)
     choice = plan_dense_copies(model, _fake_probe(dense_wins=("down_proj",)))
-    assert choice is not None
-    held = sorted(name for name, layer in dense_candidates(model).items() if layer._dense is not None)
-    assert held == [] and sorted(choice.kept) == [f"model.layers.{i}.mlp.down_proj" for i in range(2)]
+    assert choice is not None and sorted(choice.kept) == [f"model.layers.{i}.mlp.down_proj" for i in range(2)]
+    assert sorted(name for name, layer in _switched(model).items() if layer._keep_dense) == sorted(choice.kept)
+    keep_unpacked_weights(model, lambda: False)
+    again = plan_dense_copies(model, _fake_probe(dense_wins=()))  # nothing pays now: the copies stay
+    assert again is not None and again.kept == ()
+    held = sorted(name for name, layer in _switched(model).items() if layer._dense is not None)
+    assert held == sorted(choice.kept)
 
 
 def test_a_copy_not_made_ahead_is_made_by_the_first_decode_step() -> None:
@@ -197,7 +209,7 @@ def test_a_copy_not_made_ahead_is_made_by_the_first_decode_step() -> None:
     speed.dense_probe = _fake_probe(dense_wins=("gate_proj", "up_proj"))
     speed.tune(model)
     speed.after_load(model, lambda: True)
-    ups = [layer for name, layer in dense_candidates(model).items() if name.endswith("up_proj")]
+    ups = [layer for name, layer in _switched(model).items() if name.endswith("up_proj")]
     assert all(layer._keep_dense and layer._dense is None for layer in ups)
     assert mx.allclose(model(step), reference, atol=1e-4, rtol=1e-4).item()
     assert all(layer._dense is not None for layer in ups)
@@ -227,11 +239,9 @@ def test_bytes_read_per_token_count_kept_copies_instead_of_packed_weights() -> N
 
     model = _tiny_4bit()
     packed = decode_bytes(model)
-    for name, layer in model.named_modules():
-        object.__setattr__(layer, "_probe_name", name)
-    _tuned(model, _fake_probe(dense_wins=("down_proj",)))
-    downs = [layer for name, layer in dense_candidates(model).items() if name.endswith("down_proj")]
+    downs = [layer for name, layer in model.named_modules() if name.endswith("down_proj")]
     own = sum(int(a.nbytes) for layer in downs for _, a in tree_flatten(layer.parameters()))
+    _tuned(model, _fake_probe(dense_wins=("down_proj",)))
     assert len(downs) == 2 and all(layer._keep_dense for layer in downs)
     assert decode_bytes(model) == packed - own + sum(64 * 128 * 4 for _ in downs)
     assert kept_copy_bytes(model) == 2 * 64 * 128 * 4
@@ -271,3 +281,23 @@ def test_a_head_that_cannot_be_unpacked_is_no_candidate() -> None:
     speed.tune(model)
     assert type(model.model.embed_tokens).__name__ == "_TwoStreamEmbedding"
     assert "model.embed_tokens" not in dense_candidates(model)
+
+
+@pytest.mark.slow
+def test_the_memory_section_reports_speed_bytes_and_memory_for_both_models() -> None:
+    """Real processes (2M shape, one round): each model's folder is written by a process of its
+    own, so a measuring process's peak memory is the engine's alone."""
+    from engine.bench.memory_section import memory_section
+    from engine.bench.report import Section
+
+    section = Section("memory", "4-bit memory")
+    memory_section(section, ("2m-4bit", "2m"), prompt=16, decode=4, rounds=1)
+    rows = {row.label: row.stat.median for row in section.rows}
+    for name in ("2m-4bit", "2m-full"):
+        assert rows[f"decode, 10 candidates ({name})"] > 0
+        assert rows[f"weights read per decoded token ({name})"] > 0
+        assert 0 < rows[f"peak resident memory ({name})"] < 2000  # MB: no model build in it
+        assert rows[f"decode speed per GB resident ({name})"] > 0
+    assert rows["float32 copies of 4-bit layers kept (2m-full)"] == 0
+    assert {ratio.label for ratio in section.ratios} == {"decode: 4-bit / float32 (2m-4bit)",
+                                                         "peak memory: 4-bit / float32 (2m-4bit)"}

@@ -264,6 +264,7 @@ def test_a_tied_quantized_head_keeps_its_unpacked_weight_when_the_budget_allows(
     assert enable_dequantized_prefill(model, keep_bytes=1 << 40) == 2 * 7 + 1  # the layers, then the head
     head = model.model.embed_tokens
     assert type(head) is _DenseHeadEmbedding
+    lookups = nn.QuantizedEmbedding.__call__(head, tokens)
     order: list[bool] = []
     keep_unpacked_weights(model, lambda: len(order.append(head._dense is not None) or order) > 2 * 7)
     assert head._dense is None and not any(order)  # the head comes last: stopped before it
@@ -271,7 +272,8 @@ def test_a_tied_quantized_head_keeps_its_unpacked_weight_when_the_budget_allows(
     assert head._dense is not None
     assert mx.allclose(model(tokens[:, :1]), reference_one, atol=1e-4, rtol=1e-4).item()
     assert mx.allclose(model(tokens), reference, atol=1e-4, rtol=1e-4).item()
-    assert mx.array_equal(head(tokens), nn.QuantizedEmbedding.__call__(head, tokens)).item()  # lookups: packed
+    assert mx.array_equal(head(tokens), lookups).item()  # lookups: rows of the copy, the same values
+    assert head["weight"].size == 0  # the copy replaced the packed weights
 
 
 def test_an_untied_model_keeps_its_embedding_packed() -> None:

@@ -1,9 +1,14 @@
 """One model's decode speed, weight bytes read per decoded token and resident memory, measured in
-a fresh process: ``python -m engine.bench.memory_worker '<json>'`` (keys: shape, prompt, decode).
+a fresh process: ``python -m engine.bench.memory_worker '<json>'`` (keys: shape, prompt, decode,
+and folder: the model folder to load; without one the process builds and writes it first).
+``{"shape": ..., "write": FOLDER}`` only writes the shape's model folder there.
 
 Why a process of its own: peak resident memory (``ru_maxrss``) is per process and never goes
-down, so each model needs a clean one. The engine is logitscope's own (every CPU fast path as the
-app applies it, including the float32 copies of 4-bit layers it chose to keep for decoding).
+down, so each model needs a clean one; and building the random model (bfloat16, then quantized)
+peaks above what the engine itself needs (1.24 GB for the 4-bit Qwen2.5-0.5B shape, which the
+engine then holds in ~0.5 GB), so the section writes each folder in a process of its own. The
+engine is logitscope's own (every CPU fast path as the app applies it, including the float32
+copies of 4-bit layers it chose to keep for decoding).
 
 "Bytes read per decoded token" counts the weights one decode step reads: every linear layer (its
 kept float32 copy where decoding uses one, else its packed 4-bit words with their scales and
@@ -57,15 +62,12 @@ def _own_bytes(layer: Any) -> int:
 
 async def _measure(config: dict[str, Any]) -> dict[str, Any]:
     from engine.api import GenerateRequest, Message
-    from engine.bench.folders import write_model_folder
-    from engine.bench.shapes import build_model, shape_named
     from engine.bench.turns import engine_turn, params
     from engine.bench.worker import _text_of_tokens
     from engine.client import Engine
 
-    shape = shape_named(config["shape"])
-    with tempfile.TemporaryDirectory() as folder:
-        write_model_folder(Path(folder), shape, build_model(shape))
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = config.get("folder") or write_folder(config["shape"], Path(scratch))
         engine = Engine()
         try:
             info = await engine.load(folder)
@@ -83,9 +85,21 @@ async def _measure(config: dict[str, Any]) -> dict[str, Any]:
             "peak_rss_bytes": peak_kib * 1024, "dtype": info.dtype, "config": config}
 
 
+def write_folder(shape_name: str, folder: Path) -> str:
+    """Build the shape's random model and write it as a model folder; returns the folder."""
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
+
+    shape = shape_named(shape_name)
+    write_model_folder(folder, shape, build_model(shape))
+    return str(folder)
+
+
 def run(config: dict[str, Any]) -> dict[str, Any]:
-    """Load the fast BLAS first (as the app does), then measure."""
+    """Load the fast BLAS first (as the app does), then write a folder or measure."""
     enable_fast_blas()
+    if config.get("write"):
+        return {"folder": write_folder(config["shape"], Path(config["write"]))}
     return asyncio.run(_measure(config))
 
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LayerCost:
-    """One quantized layer as decoding sees it: one-row mat-vec times both ways, the copy's size."""
+    """One quantized layer as decoding sees it: one-row mat-vec times both ways, the copy's cost."""
 
     name: str  # the layer's path in the model ("model.layers.0.mlp.up_proj")
-    dense_bytes: int  # its float32 copy
+    added_bytes: int  # what keeping its float32 copy adds: the copy, less the packed weights it frees
     quantized_s: float  # a mat-vec on MLX's quantized kernel (as decoding calls it)
     dense_s: float  # the same on the float32 copy
 
@@ -37,7 +37,7 @@ class LayerCost:
 
     @property
     def saving_per_byte(self) -> float:
-        return self.saving_s / max(self.dense_bytes, 1)
+        return self.saving_s / max(self.added_bytes, 1)
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,9 @@ def choose_dense(costs: list[LayerCost], rest_s: float, resident_bytes: int, lim
     taken: list[LayerCost] = []
     best = (base_step * base_memory, 0, base_step, base_memory)  # product, prefix length, step, memory
     for cost in sorted(costs, key=lambda c: (-c.saving_per_byte, c.name)):
-        if cost.saving_s <= 0 or cost.dense_bytes > room:
+        if cost.saving_s <= 0 or cost.added_bytes > room:
             continue
-        step, memory, room = step - cost.saving_s, memory + cost.dense_bytes, room - cost.dense_bytes
+        step, memory, room = step - cost.saving_s, memory + cost.added_bytes, room - cost.added_bytes
         taken.append(cost)
         if step * memory < best[0]:
             best = (step * memory, len(taken), step, memory)

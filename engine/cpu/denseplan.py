@@ -13,11 +13,14 @@ What is measured, once per load (`plan_dense_copies`, from `CpuLayer.after_load`
 forward pass with every layer packed (the step; sampling is not in it, which favours copies a
 little), and per distinct layer shape one mat-vec each way, interleaved, the fastest of a few
 (~0.3 s in all for a 30M model, ~1.4 s for a 0.5B one on a busy machine, most of it the step
-and the head). The Qwen2.5-0.5B shape keeps no copy: all of them would make the step ~2x faster
-for ~4.6x the resident memory. It is not cancellable: a command waiting (a draft being typed is
-one) would otherwise leave the model without a choice for its whole session; the unpacking that
-follows is (`keep_unpacked_weights`), and what it leaves undone is filled by the first call that
-needs it. Results never change: a copy is exactly MLX's dequantize (`engine.cpu.unpacked`).
+and the head). The choice follows the machine: the Qwen2.5-0.5B shape kept every copy (the step
+~5x faster for ~4x the resident memory) and decoded at 14 tok/s in 2.4 GB, but on a busy
+machine, where OpenBLAS's second thread was descheduled mid-call (a 17 MB mat-vec took 9 ms
+instead of 0.4), it kept none (3-4 tok/s in 0.74 GB). It is not cancellable: a command waiting
+(a draft being typed is one) would otherwise leave the model without a choice for its whole
+session; the unpacking that follows is (`keep_unpacked_weights`), and what it leaves undone is
+filled by the first call that needs it. Results never change: a copy is exactly MLX's
+dequantize (`engine.cpu.unpacked`).
 """
 
 from __future__ import annotations
@@ -56,8 +59,10 @@ def plan_dense_copies(model: Any, probe: Probe | None = None) -> DenseChoice | N
     """Measure, choose, and mark the chosen layers to keep a float32 copy (None: nothing quantized).
 
     Every candidate's earlier mark and copy are dropped first: the step and the memory are
-    measured with every layer packed, and the choice is the whole truth afterwards. The copies
-    themselves are made by `keep_unpacked_weights` (or the first call that needs one).
+    measured with every layer packed, and the choice is the whole truth afterwards (a layer whose
+    copy already replaced its packed weights is no candidate: it keeps its copy). The copies are
+    made by `keep_unpacked_weights` (or the first call that needs one), each then replacing its
+    layer's packed weights, which is why a copy costs its bytes less the packed ones.
     """
     probe = probe or Probe()
     layers = dense_candidates(model)
@@ -80,7 +85,8 @@ def dense_candidates(model: Any) -> dict[str, Any]:
     """The layers that can keep a copy: switched 4-bit linears and a tied quantized output head."""
     head = _tied_head(model)
     return {name: layer for name, layer in model.named_modules()
-            if isinstance(layer, _PrefillDequantizedLinear) or (layer is head and head is not None)}
+            if (isinstance(layer, _PrefillDequantizedLinear) or (layer is head and head is not None))
+            and not layer.released()}  # a copy that replaced its packed weights stays
 
 
 def _tied_head(model: Any) -> Any:
@@ -100,8 +106,13 @@ def _costs(layers: dict[str, Any], probe: Probe) -> list[LayerCost]:
         if key not in seen:
             seen[key] = probe.layer_s(layer)
         quantized, dense = seen[key]
-        costs.append(LayerCost(name, _unpacked_bytes(layer), quantized, dense))
+        costs.append(LayerCost(name, _unpacked_bytes(layer) - _packed_bytes(layer), quantized, dense))
     return costs
+
+
+def _packed_bytes(layer: Any) -> int:
+    """What a kept copy lets go of (`_KeepsUnpacked.hold`)."""
+    return sum(int(layer[name].nbytes) for name in ("weight", "scales", "biases"))
 
 
 def _shape_key(layer: Any) -> tuple[Any, ...]:
