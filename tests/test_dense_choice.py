@@ -301,3 +301,16 @@ def test_the_memory_section_reports_speed_bytes_and_memory_for_both_models() -> 
     assert rows["float32 copies of 4-bit layers kept (2m-full)"] == 0
     assert {ratio.label for ratio in section.ratios} == {"decode: 4-bit / float32 (2m-4bit)",
                                                          "peak memory: 4-bit / float32 (2m-4bit)"}
+
+
+def test_a_big_layer_is_timed_on_a_slice_of_its_rows_and_memory_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.cpu import denseplan
+
+    model = _tiny_4bit()
+    CpuLayer("OpenBLAS (test)", True, CpuSwitches(fast_layers=False)).tune(model)
+    head = model.model.embed_tokens
+    monkeypatch.setattr(denseplan, "MEASURE_MAX_BYTES", 64 * 4 * 16)  # 16 of the head's 256 rows
+    quantized, dense = time_layer(head, rounds=1)
+    assert 0 < quantized < 1 and 0 < dense < 1 and head._dense is None  # timed, nothing kept
+    if sys.platform.startswith("linux"):
+        assert denseplan.resident_bytes() > 0 and denseplan.available_bytes() > 0
