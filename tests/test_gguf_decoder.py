@@ -141,3 +141,25 @@ def test_a_closed_side_thread_refuses_work_and_close_never_waits() -> None:
     with pytest.raises(RuntimeError):
         thread.post(print, "late")
     release.set()
+
+
+@needs_llama
+def test_more_ids_than_a_batch_are_split_never_an_abort(pair: tuple[Path, Path]) -> None:
+    """llama.cpp asserts ``n_tokens <= n_batch`` and its assert aborts the whole process: the
+    model splits longer runs itself, and refuses a bare call over the batch with one line."""
+    from engine.gguf.model import LlamaModel
+
+    model = LlamaModel(pair[1], 64, 1, batch=8)
+    try:
+        cache = model.make_cache()
+        ids = list(range(5, 25))
+        whole = model.feed(ids, cache).copy()
+        assert cache[0].offset == 20
+        cache = model.make_cache()
+        for at in range(0, 20, 3):
+            part = model.feed(ids[at:at + 3], cache).copy()
+        assert abs(whole - part).max() < 1e-4
+        with pytest.raises(EngineError, match="1 to 8 tokens at a time, not 9"):
+            model.decode(ids[:9])
+    finally:
+        model.close()

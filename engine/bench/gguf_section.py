@@ -84,7 +84,8 @@ def _llama_cpp(path: Path, threads: int, prompt_ids: list[int], tokens: int) -> 
     try:
         model.make_cache()
         start = time.perf_counter()
-        model.decode(prompt_ids)
+        for at in range(0, len(prompt_ids), model.batch):  # llama.cpp takes n_batch tokens a call
+            model.decode(prompt_ids[at:at + model.batch])
         token = llama_cpp.llama_sampler_sample(sampler, model._ctx, -1)
         prefill = len(prompt_ids) / (time.perf_counter() - start)
         start = time.perf_counter()

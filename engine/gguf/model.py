@@ -139,7 +139,12 @@ class LlamaModel:
         return self._logits_view()
 
     def decode(self, tokens: list[int]) -> None:
-        """Run llama.cpp on `tokens` after what its memory holds (logits for the last one only)."""
+        """Run llama.cpp on `tokens` after what its memory holds (logits for the last one only).
+
+        At most `batch` tokens: llama.cpp asserts it, and its assert aborts the process
+        (`feed` splits longer runs)."""
+        if not 0 < len(tokens) <= self.batch:
+            raise EngineError(f"llama.cpp decodes 1 to {self.batch} tokens at a time, not {len(tokens)}")
         array = (self._lib.llama_token * len(tokens))(*tokens)
         status = self._lib.llama_decode(self._ctx, self._lib.llama_batch_get_one(array, len(tokens)))
         if status != 0:
