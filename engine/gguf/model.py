@@ -5,7 +5,7 @@ prefill, the decode loop, the sampling chain in ``engine.sampling``) drives a GG
 Why this shape rather than a second turn loop: every rule of the contract (the exact id list in
 the cache, replies spliced as their ids, live parameters, cancel between tokens, the numbers on
 screen) then holds by construction, tested once. llama.cpp computes the forward pass; the one
-logits row per token is copied into an ``mx.array`` for the same sampler the MLX engine uses.
+logits row per token goes to the numpy twin of the MLX engine's sampling chain (``engine.gguf.decoder``).
 
 Every call here runs on the engine thread (``engine.worker``), like every MLX call.
 """

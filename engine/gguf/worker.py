@@ -5,7 +5,7 @@ takes whatever the model picker or ``--model`` names.
 Everything else (the command queue, turns, warm-up, counting, cancel, teardown) is the MLX
 engine's own, so the contract holds exactly as it does there. Only loading differs: no MLX
 weights, no compute dtype, no CPU speed layer for the model (llama.cpp has its own kernels);
-MLX still runs the sampler on each logits row, on this same thread.
+Each turn decodes with `engine.gguf.decoder` (llama.cpp on this thread, the statistics beside it).
 """
 
 from __future__ import annotations
