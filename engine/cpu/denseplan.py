@@ -38,7 +38,8 @@ from engine.cpu.unpacked import (_DenseHeadEmbedding, _PrefillDequantizedLinear,
                                  _unpacked_bytes)
 
 ROUNDS = 5  # timed runs per shape and way at most (after one warm-up); the fastest counts
-ENOUGH_S = 0.05  # fewer rounds once a shape has taken this long (the 0.5B head: one round, ~0.1 s)
+ENOUGH_S = 0.05  # fewer rounds once a shape has taken this long, but never fewer than MIN_ROUNDS:
+MIN_ROUNDS = 3  # one round of the 0.5B head (~0.1 s) let a single hiccup drop its copy (7 tok/s, not 14)
 STEP_ENOUGH_S = 0.06  # the same for the step, measured twice when shorter (30M: ~3 rounds of ~20 ms)
 MEASURE_MAX_BYTES = 64 << 20  # a bigger layer's float32 side is timed on a slice of its rows, scaled
 BATCH_CALLS, BATCH_BYTES = 8, 32 << 20  # small layers: several calls per evaluation, as in a step
@@ -169,13 +170,13 @@ def _fastest_s(runs: tuple[Callable[[], Any], ...], rounds: int,
     mx.eval([run() for run in runs])
     best = [float("inf")] * len(runs)
     spent = 0.0
-    for _ in range(rounds):
+    for round_ in range(rounds):
         for index, run in enumerate(runs):
             start = time.perf_counter()
             mx.eval(run())
             took = time.perf_counter() - start
             best[index], spent = min(best[index], took), spent + took
-        if spent >= enough_s:
+        if spent >= enough_s and round_ + 1 >= MIN_ROUNDS:
             break
     return tuple(best)
 
