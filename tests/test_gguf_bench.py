@@ -87,3 +87,28 @@ def test_weights_read_per_token_count_the_head_and_every_linear_once() -> None:
     assert decode_bytes(dense) == sum(int(a.nbytes) for _, a in tree_flatten(dense.parameters())) - sum(
         int(m.weight.nbytes) for _, m in dense.named_modules() if isinstance(m, nn.RMSNorm))
     assert decode_bytes(dense) >= vocab * hidden * 4
+
+
+def test_the_converter_refuses_a_tokenizer_it_would_write_wrongly(tmp_path: Path) -> None:
+    """A Llama 2 style tokenizer.json (SentencePiece pieces, "▁" for spaces) written as a byte-level
+    ``gpt2`` vocabulary loaded, but split "Once upon a time" into 10 ids where the model's own
+    tokenizer makes 5, and showed "▁there" for " there" (seen on the real stories260k)."""
+    import json
+    import shutil
+
+    from tinymodels import build_model
+
+    from engine.gguf.convert import convert_folder
+
+    folder = build_model(tmp_path / "chatml", "chatml", seed=5)
+    convert_folder(folder, tmp_path / "ok.gguf")  # byte-level: converts
+    spm = tmp_path / "spm"
+    shutil.copytree(folder, spm)
+    spec = json.loads((spm / "tokenizer.json").read_text(encoding="utf-8"))
+    spec["pre_tokenizer"] = None
+    spec["decoder"] = {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                                                         {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    (spm / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(ValueError, match="only byte-level BPE tokenizers"):
+        convert_folder(spm, tmp_path / "spm.gguf")
+    assert not (tmp_path / "spm.gguf").exists()

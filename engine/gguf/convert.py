@@ -89,6 +89,9 @@ def _write_tokenizer(writer: Any, folder: Path, config: dict[str, Any]) -> None:
     import gguf
 
     spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    if not _byte_level(spec):
+        raise ValueError("only byte-level BPE tokenizers (GPT-2, Llama 3, Qwen 2 style) convert here; "
+                         "for others use llama.cpp's convert_hf_to_gguf.py")
     vocab: dict[str, int] = spec["model"]["vocab"]
     added = {entry["id"]: entry for entry in spec.get("added_tokens", [])}
     size = config["vocab_size"]
@@ -108,6 +111,21 @@ def _write_tokenizer(writer: Any, folder: Path, config: dict[str, Any]) -> None:
     writer.add_token_types(kinds)
     writer.add_token_merges(merges)
     _write_special_ids(writer, folder, config, vocab, added)
+
+
+def _byte_level(spec: dict[str, Any]) -> bool:
+    """Whether a tokenizer.json is a byte-level BPE (its pre-tokenizer or decoder is ByteLevel).
+
+    A Llama 2 style one (BPE over SentencePiece pieces: "▁" for spaces, byte fallback) written as
+    ``gpt2`` would load, but split and decode text differently from the model's own tokenizer.
+    """
+    def has_byte_level(part: Any) -> bool:
+        if not isinstance(part, dict):
+            return False
+        inner = part.get("pretokenizers") or part.get("decoders") or []
+        return part.get("type") == "ByteLevel" or any(has_byte_level(p) for p in inner)
+    return spec.get("model", {}).get("type") == "BPE" and (
+        has_byte_level(spec.get("pre_tokenizer")) or has_byte_level(spec.get("decoder")))
 
 
 def _write_special_ids(writer: Any, folder: Path, config: dict[str, Any], vocab: dict[str, int],
