@@ -229,3 +229,25 @@ async def test_a_failed_scan_is_one_line_and_typing_still_works(make_app: Any,
         await pilot.press("enter")
         await wait_idle(app, pilot)
         assert app.engine.model is not None and app.engine.model.name == "org/typed-model"
+
+
+async def test_a_file_both_typed_and_known_is_one_row(make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Typing the folder of a recent GGUF file listed each of its files twice (once found in the
+    typed folder, once as a recent one or beside it): one row per spec, the typed folder's first."""
+    known = [hub.ModelEntry("/m/a.gguf", "a.gguf", "recent", "/m/a.gguf", 10, "gguf", "Q4_0"),
+             hub.ModelEntry("/m/b.gguf", "m/b.gguf", "folder", "/m/b.gguf", 20, "gguf", "F16")]
+    typed = [hub.ModelEntry("/m/a.gguf", "a.gguf", "folder", "/m/a.gguf", 10, "gguf", "Q4_0"),
+             hub.ModelEntry("/m/b.gguf", "b.gguf", "folder", "/m/b.gguf", 20, "gguf", "F16")]
+    monkeypatch.setattr(hub, "cached_models", lambda cache_dir=None: [])
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        picker = ModelPicker(lambda: known, None, lambda path: typed)
+        app.push_screen(picker)
+        await wait_until(pilot, lambda: picker.entries is not None)
+        picker.query_one(Input).value = "/m"
+        await wait_until(pilot, lambda: picker.typed[0] == "/m")
+        await pilot.pause()
+        rows = _rows(picker)
+        assert sum("/m/a.gguf" in row for row in rows) == 1 and sum("/m/b.gguf" in row for row in rows) == 1
+        assert rows[0].startswith("a.gguf") and "folder" in rows[0]

@@ -61,6 +61,14 @@ def entry_prompt(entry: ModelEntry, current: bool) -> Text:
     return row
 
 
+def _one_per_spec(entries: list[ModelEntry]) -> list[ModelEntry]:
+    """One row per spec, its first listing's (a typed folder's before a recent or cached one)."""
+    first: dict[str, ModelEntry] = {}
+    for entry in entries:
+        first.setdefault(entry.spec, entry)
+    return list(first.values())
+
+
 class ModelPicker(Dialog):
     """Type to filter; Enter loads the highlighted row (or the typed path / repo id); Esc cancels."""
 
@@ -134,7 +142,7 @@ class ModelPicker(Dialog):
         itself as typed."""
         typed = text.strip()
         held = self.typed[1] if self.typed[0] == typed and typed else []
-        shown = held + [e for e in self.entries or [] if matches(e, text) and e not in held]
+        shown = _one_per_spec(held + [e for e in self.entries or [] if matches(e, text)])
         rows = [Option(entry_prompt(e, e.spec == self.current)) for e in shown]
         self._specs = [e.spec for e in shown]
         if typed and typed not in self._specs:
