@@ -280,6 +280,18 @@ def _compile_by_default() -> bool:
     return mx.default_device().type == mx.DeviceType.gpu
 
 
+def turn_seed(seed: int | None) -> int:
+    """The seed a turn draws with: the caller's, else a fresh random one (reported back, so the
+    turn can be reproduced)."""
+    return seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+
+
+def next_uniform(rng: random.Random) -> float:
+    """The token's one uniform number in [0, 1): 24 random bits, so it is exact in float32. Every
+    sampler draws it this way, once per token (the GGUF engine's numpy twin too)."""
+    return rng.getrandbits(24) / (1 << 24)
+
+
 class LiveSampler:
     """Per-turn sampling state on the engine thread. Parameters are live: `set_params` swaps the
     values used from the next step on, held as mx.array scalars so nothing is recompiled per value.
@@ -294,7 +306,7 @@ class LiveSampler:
         self.vocab_size = vocab_size
         use_compile = _compile_by_default() if compiled is None else compiled
         self._core = _compiled_core(exp) if use_compile else functools.partial(_core, exp=exp)
-        self.seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+        self.seed = turn_seed(seed)
         self._uniform = random.Random(self.seed)
         self.set_params(params)
 
@@ -326,7 +338,7 @@ class LiveSampler:
         if self._penalties is not None:
             assert context is not None, "penalties need the context (see `uses_context`)"
             x = self._penalties(x, context)
-        u = mx.array([self._uniform.getrandbits(24) / (1 << 24)], dtype=mx.float32)  # exact in float32, < 1
+        u = mx.array([next_uniform(self._uniform)], dtype=mx.float32)
         return self._core(
             x, u, self._inv_temp, self._top_k, self._top_p, self._min_p, plan=self.plan
         )

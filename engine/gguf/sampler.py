@@ -21,13 +21,12 @@ and exact ties keep the lower id first.
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass
 import numpy as np
 
 from engine.api import SamplingParams
-from engine.sampling import Plan, make_plan
+from engine.sampling import Plan, make_plan, next_uniform, turn_seed
 
 F32 = np.float32
 
@@ -121,7 +120,7 @@ class NumpySampler:
 
     def __init__(self, vocab_size: int, params: SamplingParams, seed: int | None) -> None:
         self.vocab_size = vocab_size
-        self.seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+        self.seed = turn_seed(seed)
         self._uniform = random.Random(self.seed)
         self.set_params(params)
 
@@ -140,7 +139,7 @@ class NumpySampler:
     def choose(self, logits: np.ndarray, context: np.ndarray | None) -> Draw:
         """The next token from one position's float32 logits (which may be llama.cpp's buffer:
         the draw keeps its own copy)."""
-        u = F32(self._uniform.getrandbits(24) / (1 << 24))  # the MLX sampler's draw, exact in float32
+        u = F32(next_uniform(self._uniform))  # the MLX sampler's draw
         if self._penalties is not None:
             assert context is not None, "penalties need the context (see `uses_context`)"
             x = self._penalties(logits, context)
