@@ -33,8 +33,13 @@ class Tmux:
     def start(self, command: str) -> None:
         env = {**os.environ, "XDG_CONFIG_HOME": str(self.tmp / "cfg"), "XDG_STATE_HOME": str(self.tmp / "state"),
                "TERM": "xterm-256color", "LOGITSCOPE_FAKE_DELAY": "0.01"}
-        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", "t", "-x", "120", "-y", "36",
-                        command], env=env, cwd=ROOT, check=True, timeout=10)
+        for attempt in range(5):  # right after `kill`, the old server may still be exiting on the socket
+            done = subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", "t", "-x", "120", "-y", "36",
+                                   command], env=env, cwd=ROOT, capture_output=True, text=True, timeout=10)
+            if done.returncode == 0:
+                return
+            time.sleep(0.2 * (attempt + 1))
+        raise AssertionError(f"tmux could not start a session: {done.stderr.strip()}")
 
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", "t")
