@@ -191,8 +191,18 @@ class LogitscopeApp(LibraryActions, App[None]):
         os._exit(0)
 
     async def action_quit(self) -> None:
-        """Quit at once, mid-stream included."""
+        """Quit at once, mid-stream included; but a chat that neither the library nor the resume
+        file can take (a full disk) is asked about first, as replacing it is: leaving would lose it."""
+        if self._chat_would_be_lost():
+            self.chat_screen.ask_to_keep("Quit", lambda: asyncio.get_running_loop().create_task(self._quit(0)))
+            return
         await self._quit(0)
+
+    def _chat_would_be_lost(self) -> bool:
+        """Try both keepers now: whether the chat is in neither (the library's reason is shown)."""
+        if self.controller.conversation.root is None or self.library.kept():
+            return False
+        return not self._save_conversation()
 
     async def _quit(self, code: int) -> None:
         await self.shutdown()
@@ -213,17 +223,21 @@ class LogitscopeApp(LibraryActions, App[None]):
             self.engine_stuck = True
         self.library.close()
 
-    def _save_conversation(self) -> None:
-        """Write the chat for "resume"; a failure (a full disk) is one line, shown on exit."""
+    def _save_conversation(self) -> bool:
+        """Write the chat for "resume"; whether it is written (or empty). A failure (a full disk)
+        is one line, shown on exit unless a later try succeeds."""
         conversation = self.controller.conversation
         if conversation.root is None:
-            return
+            return True
         path = last_conversation_path(self.save_dir)
         try:
             save_conversation(conversation, path)
         except OSError as exc:
             self.exit_note = f"logitscope: the conversation could not be saved to {path}: {exc.strerror or exc}"
             self.log.warning(self.exit_note)
+            return False
+        self.exit_note = None
+        return True
 
     async def on_unmount(self) -> None:
         await self.shutdown()

@@ -20,7 +20,7 @@ import pytest
 from engine.api import EngineEvent, GenerateRequest
 from engine.fake import ScriptedEngine
 from tui.cli import after_exit
-from tui_helpers import SIZE, start_reply
+from tui_helpers import SIZE, send, start_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,3 +120,48 @@ def test_sigterm_mid_reply_saves_restores_the_terminal_and_exits(tmp_path: Path)
         assert saved["nodes"][1]["versions"][0]["finish_reason"] == "cancelled"
     finally:
         tmux.kill()
+
+
+async def test_quitting_asks_first_when_no_save_can_take_the_chat(make_app: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk: the library cannot commit the chat and the resume file cannot be written. Ctrl+Q
+    used to leave at once with one line, the chat gone; now it asks (save elsewhere, discard, or
+    stay: free some space and quit again), as replacing the chat does."""
+    from tui.screens.replace_chat import ReplaceChatDialog
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "keep me")
+        monkeypatch.setattr(json, "dump", full)
+        monkeypatch.setattr(app.library, "kept", lambda: False)
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert isinstance(app.screen, ReplaceChatDialog) and app.is_running
+        await pilot.press("escape")  # stay: nothing is lost
+        await pilot.pause()
+        assert app.is_running and not isinstance(app.screen, ReplaceChatDialog)
+        monkeypatch.undo()  # space was freed
+        await pilot.press("ctrl+q")  # now it saves and leaves without a question
+        await pilot.pause()
+    assert after_exit(app) == 0
+    saved = json.loads((tmp_path / "state" / "last-conversation.json").read_text())
+    assert saved["nodes"][0]["versions"][0]["text"] == "keep me"
+
+
+async def test_discarding_at_the_question_quits(make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "drop me")
+        monkeypatch.setattr(json, "dump", full)
+        monkeypatch.setattr(app.library, "kept", lambda: False)
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause(0.5)
+    assert not app.is_running
