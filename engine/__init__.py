@@ -15,9 +15,9 @@ Nothing in this package imports Textual. The tree shows the architecture (docs/a
 - `remote/` and `gguf/`: two more `EngineAPI`s, over HTTP and on llama.cpp;
 - `cli/`: the headless `logitscope run`; `bench/`: `logitscope bench`.
 
-The public surface for a front end is `engine.api` (plain data and the `EngineAPI` protocol),
-the engines (`engine.client.Engine`, `engine.remote`, `engine.gguf`, `engine.fake`'s scripted one)
-and the public names of `engine.settings`, `engine.models` and `engine.library`. MLX itself is only
+The public surface for a front end is `engine.core.api` (plain data and the `EngineAPI` protocol),
+the engines (`engine.local.client.Engine`, `engine.remote`, `engine.gguf`, `engine.scripted`'s scripted one)
+and the public names of `engine.core.settings`, `engine.models` and `engine.core.library`. MLX itself is only
 imported on the engine thread, so importing this package stays cheap.
 """
 
@@ -26,6 +26,6 @@ import os as _os
 # Without PyTorch, transformers prints "PyTorch was not found..." on stderr when it is imported:
 # over the app's screen (a server's tokenizer loads while the TUI runs) or into `run`'s output.
 # mlx-lm switches these advisory lines off when it is imported, but some paths reach transformers
-# first (engine.remote.tokens, engine.bench); each imports this package before, so the switch is
+# first (engine.remote.tokens, tui.bench); each imports this package before, so the switch is
 # set here, as mlx-lm sets it (a value the user set is kept).
 _os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")

@@ -1,4 +1,4 @@
-"""Replies that hold byte tokens, made by the real text mechanism (`engine.textstream`) from a
+"""Replies that hold byte tokens, made by the real text mechanism (`engine.local.textstream`) from a
 real byte-level tokenizer, for the tests that check one reply reads the same everywhere."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 from mlx_lm.utils import load_tokenizer
 
-from engine.api import Candidate, TokenEvent, TurnFinished
-from engine.textstream import PieceCache, ReplyText
+from engine.core.api import Candidate, TokenEvent, TurnFinished
+from engine.local.textstream import PieceCache, ReplyText
 
 
 def byte_id(tokenizer: Any, value: int) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from tinymodels import build_model
 
-from engine.client import Engine
+from engine.local.client import Engine
 
 
 @pytest.fixture(autouse=True)

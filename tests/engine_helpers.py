@@ -15,7 +15,7 @@ import numpy as np
 from mlx_lm.generate import generate_step
 from mlx_lm.utils import load
 
-from engine.api import GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
+from engine.core.api import GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12, candidates=5)
 

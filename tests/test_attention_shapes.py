@@ -16,8 +16,8 @@ import pytest
 from engine_helpers import GREEDY, run, spy_threads
 from tinymodels import build_family
 
-from engine.api import Message
-from engine.client import Engine
+from engine.core.api import Message
+from engine.local.client import Engine
 from engine.cpu import attention
 
 

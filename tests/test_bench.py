@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.cpu import native
-from engine.bench import main
-from engine.bench.report import Report, Section, Stat, alternate, per_round_ratio
+from tui.bench import main
+from tui.bench.report import Report, Section, Stat, alternate, per_round_ratio
 
 
 def _run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -106,7 +106,7 @@ def test_alternate_rotates_who_goes_first() -> None:
 
 
 def test_a_worker_process_measures_one_configuration() -> None:
-    from engine.bench.process_section import run_worker
+    from tui.bench.process_section import run_worker
 
     result = run_worker({"shape": "2m", "blas": False, "dtype": "float32", "prompt": 16, "decode": 6})
     assert result["dtype"] == "float32" and result["blas_active"] is False
@@ -115,7 +115,7 @@ def test_a_worker_process_measures_one_configuration() -> None:
 
 def test_a_worker_process_times_the_engine_too() -> None:
     """Engine mode: the real Engine on a written model folder, a prompt of the asked length."""
-    from engine.bench.process_section import run_worker
+    from tui.bench.process_section import run_worker
 
     result = run_worker({"shape": "2m", "blas": True, "gemv_forward": True, "dtype": "float32", "prompt": 40,
                          "decode": 5, "engine": True})
@@ -125,8 +125,8 @@ def test_a_worker_process_times_the_engine_too() -> None:
 
 
 def test_bench_models_have_realistic_sizes_and_a_tokenizer_for_every_id(tmp_path: Path) -> None:
-    from engine.bench.folders import write_tokenizer
-    from engine.bench.shapes import build_model, parameter_count, shape_named
+    from tui.bench.folders import write_tokenizer
+    from tui.bench.shapes import build_model, parameter_count, shape_named
 
     assert 1.8e6 < parameter_count(build_model(shape_named("2m"))) < 2.5e6
     assert parameter_count(build_model(shape_named("2m-4bit"))) == parameter_count(build_model(shape_named("2m")))
@@ -143,7 +143,7 @@ def test_a_bench_tokenizer_covers_a_qwen_sized_vocabulary(tmp_path: Path) -> Non
     """151,936 ids need byte triples beyond the 65,536 pairs; every id must exist and decode."""
     from transformers import PreTrainedTokenizerFast
 
-    from engine.bench.folders import write_tokenizer
+    from tui.bench.folders import write_tokenizer
 
     write_tokenizer(tmp_path, 151936)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
@@ -154,7 +154,7 @@ def test_a_bench_tokenizer_covers_a_qwen_sized_vocabulary(tmp_path: Path) -> Non
 
 def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """The harness only: workers are faked; every configuration runs per round and is compared."""
-    from engine.bench import process_section as ps
+    from tui.bench import process_section as ps
 
     seen: list[dict] = []
 
@@ -185,7 +185,7 @@ def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch:
 
 
 def test_shapes_choose_the_blas_section_models_too() -> None:
-    from engine.bench.cli import make_plan, parser
+    from tui.bench.cli import make_plan, parser
 
     assert make_plan(parser().parse_args([])).process_shapes == ("30m-4bit", "30m")
     assert make_plan(parser().parse_args(["--quick"])).process_shapes == ("2m-4bit", "2m")
@@ -194,7 +194,7 @@ def test_shapes_choose_the_blas_section_models_too() -> None:
 
 
 def test_the_tui_section_adds_the_app_rows_for_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.bench import tui_section as module
+    from tui.bench import tui_section as module
 
     calls: list[tuple[str, ...]] = []
 

@@ -45,7 +45,7 @@ def test_tui_never_imports_mlx() -> None:
 
 def test_importing_the_tui_and_engine_client_leaves_mlx_unloaded() -> None:
     code = (
-        "import sys, importlib, pkgutil, tui, engine.client\n"
+        "import sys, importlib, pkgutil, tui, engine.local.client\n"
         "for m in pkgutil.walk_packages(tui.__path__, 'tui.'):\n"
         "    importlib.import_module(m.name)\n"
         "loaded = sorted(n for n in sys.modules if n == 'mlx' or n.startswith(('mlx.', 'mlx_lm')))\n"
@@ -59,12 +59,12 @@ def test_importing_the_tui_and_engine_client_leaves_mlx_unloaded() -> None:
 # The engine's three jobs, each in its own place (docs/architecture.md).
 SPEED_LAYER = "engine.cpu"
 ENGINE_PROPER = frozenset({
-    "engine.api", "engine.backend", "engine.client", "engine.commands", "engine.fake", "engine.kvdisk", "engine.lastrow", "engine.penalties",
-    "engine.precision", "engine.preview", "engine.prompt", "engine.sampling", "engine.session", "engine.snapshots", "engine.textstream",
-    "engine.turn", "engine.warmup", "engine.watchdog", "engine.worker",
+    "engine.core.api", "engine.local.backend", "engine.local.client", "engine.local.commands", "engine.scripted", "engine.local.kvdisk", "engine.local.lastrow", "engine.local.penalties",
+    "engine.local.precision", "engine.local.preview", "engine.local.prompt", "engine.local.sampling", "engine.local.session", "engine.local.snapshots", "engine.local.textstream",
+    "engine.local.turn", "engine.local.warmup", "engine.local.watchdog", "engine.local.worker",
 })
-TUI_MAY_IMPORT = frozenset({"engine.api", "engine.client", "engine.fake", "engine.remote", "engine.settings",
-                            "engine.models", "engine.gguf", "engine.library"})
+TUI_MAY_IMPORT = frozenset({"engine.core.api", "engine.local.client", "engine.scripted", "engine.remote", "engine.core.settings",
+                            "engine.models", "engine.gguf", "engine.core.library"})
 REMOTE = "engine.remote"
 
 
@@ -110,7 +110,7 @@ def test_the_speed_layer_imports_nothing_from_the_engine_proper() -> None:
         f"{path.relative_to(ROOT)} imports {module}"
         for path in sorted((ROOT / "engine" / "cpu").rglob("*.py"))
         for module, _ in _engine_imports(path)
-        if not _in(module, SPEED_LAYER) and module != "engine.settings.paths"
+        if not _in(module, SPEED_LAYER) and module != "engine.core.settings.paths"
     ]
     assert offenders == []
 
@@ -122,7 +122,7 @@ def test_the_tui_uses_only_the_engines_public_doors() -> None:
         f"{path.relative_to(ROOT)} imports {module}"
         for path in sorted((ROOT / "tui").rglob("*.py"))
         for module, _ in _engine_imports(path)
-        if module not in TUI_MAY_IMPORT and module != "engine.cli"
+        if module not in TUI_MAY_IMPORT and module != "tui.headless"
     ]
     assert offenders == []
 
@@ -134,7 +134,7 @@ def test_the_remote_engine_needs_no_mlx_and_only_the_contract_and_settings() -> 
         f"{path.relative_to(ROOT)} imports {module}"
         for path in sorted((ROOT / "engine" / "remote").rglob("*.py"))
         for module, _ in _engine_imports(path)
-        if not _in(module, REMOTE) and module not in ("engine.api", "engine.prompt", "engine.settings.sections")
+        if not _in(module, REMOTE) and module not in ("engine.core.api", "engine.local.prompt", "engine.core.settings.sections")
     ]
     assert offenders == []
     assert _offenders("engine/remote", {"mlx", "mlx_lm"}) == []
@@ -147,26 +147,26 @@ def test_the_library_is_plain_data_and_sqlite() -> None:
         f"{path.relative_to(ROOT)} imports {module}"
         for path in sorted((ROOT / "engine" / "library").rglob("*.py"))
         for module, _ in _engine_imports(path)
-        if not _in(module, "engine.library") and module != "engine.settings.paths"
+        if not _in(module, "engine.core.library") and module != "engine.core.settings.paths"
     ]
     assert offenders == []
-    assert _offenders("engine/library", {"mlx", "mlx_lm", "textual"}) == []
+    assert _offenders("engine/core/library", {"mlx", "mlx_lm", "textual"}) == []
 
 
 def test_the_tui_imports_engine_cli_only_to_hand_over_headless_commands() -> None:
     users = [path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "tui").rglob("*.py"))
-             if any(module == "engine.cli" for module, _ in _engine_imports(path))]
-    assert users == ["tui/cli.py"]
+             if any(module == "tui.headless" for module, _ in _engine_imports(path))]
+    assert users == ["tui/main.py"]
 
 
 def test_on_a_gpu_backend_no_module_of_the_speed_layer_is_imported(chatml_model: Path) -> None:
     """A real load and turn with the backend reported as Metal: mlx-lm's own code only."""
     code = (
         "import asyncio, sys\n"
-        "import engine.backend as backend\n"
+        "import engine.local.backend as backend\n"
         "backend.gpu_backend = lambda: 'Metal'\n"
-        "from engine.api import GenerateRequest, Message, SamplingParams, TurnFinished\n"
-        "from engine.client import Engine\n"
+        "from engine.core.api import GenerateRequest, Message, SamplingParams, TurnFinished\n"
+        "from engine.local.client import Engine\n"
         "async def main():\n"
         "    engine = Engine()\n"
         f"    info = await engine.load({str(chatml_model)!r})\n"
@@ -189,7 +189,7 @@ def test_on_the_cpu_build_the_speed_layer_is_entered(chatml_model: Path) -> None
     """The counterpart: the same load on this machine's CPU build installs the layer's routes."""
     code = (
         "import asyncio, sys\n"
-        "from engine.client import Engine\n"
+        "from engine.local.client import Engine\n"
         "async def main():\n"
         "    engine = Engine()\n"
         f"    await engine.load({str(chatml_model)!r})\n"

@@ -18,9 +18,9 @@ from engine_helpers import GREEDY, reply, run
 from test_engine_cache import assert_fed_exactly, unfed
 from tinymodels import build_family
 
-from engine.api import Message, TurnFinished
-from engine.client import Engine
-from engine.snapshots import SNAPSHOTS
+from engine.core.api import Message, TurnFinished
+from engine.local.client import Engine
+from engine.local.snapshots import SNAPSHOTS
 
 HISTORY_WORDS = "the cat sat on the mat and then it was happy the dog ran far away once upon a time".split()
 

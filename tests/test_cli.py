@@ -1,8 +1,8 @@
 """`logitscope run`: flags and config, the JSON line format, the conversation it builds, and the
 ways it ends (bad input -> one line + exit 2, Ctrl-C -> 130, closed pipe -> quiet).
 
-Most tests drive `engine.cli.main` in-process with the scripted engine; the signal and pipe tests
-run a small driver in a subprocess, and one end-to-end test runs ``python -m engine.cli`` on a
+Most tests drive `tui.headless.main` in-process with the scripted engine; the signal and pipe tests
+run a small driver in a subprocess, and one end-to-end test runs ``python -m tui.headless`` on a
 tiny real model.
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from engine.api import ContextLimitError, EngineError, Message, SamplingParams
-from engine.cli import main
-from engine.fake import ScriptedEngine, ScriptedToken
+from engine.core.api import ContextLimitError, EngineError, Message, SamplingParams
+from tui.headless import main
+from engine.scripted import ScriptedEngine, ScriptedToken
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLIES = (
@@ -204,7 +204,7 @@ def test_bad_commands(argv: list[str], expected: str, capsys: pytest.CaptureFixt
 
 
 def test_bench_is_handed_to_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.bench
+    import tui.bench
 
     seen: list[list[str] | None] = []
 
@@ -212,7 +212,7 @@ def test_bench_is_handed_to_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> No
         seen.append(argv)
         return 7
 
-    monkeypatch.setattr(engine.bench, "main", bench)
+    monkeypatch.setattr(tui.bench, "main", bench)
     assert main(["bench", "--quick"]) == 7 and seen == [["--quick"]]
 
 
@@ -248,8 +248,8 @@ def test_engine_errors_during_a_turn(error: EngineError, code: int, capsys: pyte
 DRIVER = textwrap.dedent(
     """
     import sys
-    from engine.cli import main
-    from engine.fake import ScriptedEngine
+    from tui.headless import main
+    from engine.scripted import ScriptedEngine
     engines = []
     def factory():
         engines.append(ScriptedEngine([["tok "] * 5000], token_delay=0.002))
@@ -298,7 +298,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
 def _cli(*argv: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(tmp_path),
                    "XDG_STATE_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), **env}
-    return subprocess.run([sys.executable, "-m", "engine.cli", "run", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tui.headless", "run", *argv], capture_output=True, text=True,
                           env=environment, cwd=ROOT, timeout=120)
 
 

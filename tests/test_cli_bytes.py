@@ -11,8 +11,8 @@ from pathlib import Path
 
 from byte_replies import byte_reply
 
-from engine.api import SamplingParams
-from engine.cli.output import Printer
+from engine.core.api import SamplingParams
+from tui.headless.output import Printer
 
 PARTS: list[str | int] = ["ok", 0x9D, " caf", 0xC3, 0xA9, " then", 0xE4]
 WHOLE = "ok\\x9d café then\\xe4"

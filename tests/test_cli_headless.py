@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.api import SamplingParams
-from engine.cli import main
-from engine.fake import ScriptedEngine
+from engine.core.api import SamplingParams
+from tui.headless import main
+from engine.scripted import ScriptedEngine
 
 REPLIES = (("Hi", "!", " there"), ("Sure", "."))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from tui.headless import main
 
 
 @pytest.fixture(autouse=True)

@@ -12,8 +12,8 @@ import pytest
 from textual.app import App
 from textual.binding import Binding
 
-from engine.api import SamplingParams
-from engine.settings.config import (
+from engine.core.api import SamplingParams
+from engine.core.settings.config import (
     Config,
     ConfigError,
     ModelConfig,
@@ -24,7 +24,7 @@ from engine.settings.config import (
     user_config_dir,
     user_config_path,
 )
-from tui.keymap import build_keymap, key_problem
+from tui.app.keymap import build_keymap, key_problem
 
 REPO = Path(__file__).resolve().parent.parent
 

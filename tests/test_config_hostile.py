@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from engine.settings import TomlProblem, load_config, read_toml
-from engine.settings.files import MAX_PROBLEMS
-from tui.bindings import binding_defaults, binding_ids
-from tui.keymap import build_keymap
-from tui.themes import (
+from engine.core.settings import TomlProblem, load_config, read_toml
+from engine.core.settings.files import MAX_PROBLEMS
+from tui.app.bindings import binding_defaults, binding_ids
+from tui.app.keymap import build_keymap
+from tui.app.themes import (
     ThemeError,
     load_builtin_themes,
     load_user_themes,
@@ -80,8 +80,8 @@ def test_every_textual_and_builtin_variable_value_is_accepted() -> None:
 
 
 async def test_the_app_starts_with_a_theme_whose_variable_is_not_a_colour(tmp_path: Path) -> None:
-    from engine.fake import ScriptedEngine
-    from tui.app import LogitscopeApp
+    from engine.scripted import ScriptedEngine
+    from tui.app.application import LogitscopeApp
 
     write(tmp_path / "cfg" / "themes" / "bad.toml", 'name = "badvar"\nprimary = "#336699"\n[variables]\nborder = "x"\n')
     config = write(tmp_path / "c.toml", '[ui]\ntheme = "badvar"\n')
@@ -117,7 +117,7 @@ def test_thousands_of_bad_keys_stop_after_twenty_with_a_count(tmp_path: Path) ->
 
 def test_locating_keys_scans_the_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Linear, not one scan per problem (4,000 bad lines took 46 s)."""
-    from engine.settings import files
+    from engine.core.settings import files
 
     scans = []
     original = files.KeyLines.__init__
@@ -172,8 +172,8 @@ def test_an_invalid_key_name_names_file_line_and_id(tmp_path: Path) -> None:
 
 
 async def test_the_app_keeps_ctrl_q_for_quit(tmp_path: Path) -> None:
-    from engine.fake import ScriptedEngine
-    from tui.app import LogitscopeApp
+    from engine.scripted import ScriptedEngine
+    from tui.app.application import LogitscopeApp
 
     config = write(tmp_path / "c.toml", '[keys]\n"param.temperature.up" = "ctrl+q"\n')
     app = LogitscopeApp(ScriptedEngine(), load_config(config), config_dir=tmp_path / "cfg", save_dir=tmp_path / "s")
@@ -188,7 +188,7 @@ async def test_the_app_keeps_ctrl_q_for_quit(tmp_path: Path) -> None:
 
 def test_a_missing_theme_is_one_short_line() -> None:
     """It named all twenty-odd themes (a screenful of toast at 80x24) and echoed any name whole."""
-    from tui.themes import resolve_theme_name
+    from tui.app.themes import resolve_theme_name
 
     name, problem = resolve_theme_name("x" * 100_000, [f"theme-{i}" for i in range(30)] + ["logitscope-dark"])
     assert name == "logitscope-dark" and problem is not None and len(problem) < 140
@@ -213,8 +213,8 @@ def test_a_key_spelt_another_way_is_the_same_key(tmp_path: Path) -> None:
 async def test_start_up_shows_one_config_toast_and_f1_lists_them(tmp_path: Path) -> None:
     """Each file's lines are capped; many bad theme files (one line each) are counted too. One
     toast says the first and how many more; F1 lists every line."""
-    from engine.fake import ScriptedEngine
-    from tui.app import LogitscopeApp
+    from engine.scripted import ScriptedEngine
+    from tui.app.application import LogitscopeApp
 
     for i in range(40):
         write(tmp_path / "cfg" / "themes" / f"t{i:02}.toml", "name = \n")
@@ -235,8 +235,8 @@ def test_locating_stays_linear_for_key_like_lines_in_a_string(tmp_path: Path) ->
     """A multi-line string (depth 1, a valid file) can hold lines that look like 800-part dotted
     keys; the scan registers at most MAX_DEPTH + 1 parts of a path (no real key is deeper), not
     every prefix of every line (quadratic in the line's length)."""
-    from engine.settings import KeyLines
-    from engine.settings.files import MAX_DEPTH
+    from engine.core.settings import KeyLines
+    from engine.core.settings.files import MAX_DEPTH
 
     fake = "\n".join(".".join(["a"] * 800) + " = 1" for _ in range(50))
     text = f'[ui]\nnope = """\n{fake}\n"""\n'

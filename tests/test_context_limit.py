@@ -21,10 +21,10 @@ from engine_helpers import GREEDY, run
 from mlx_lm.utils import load_tokenizer
 from tinymodels import FAMILY_CONFIGS, build_family, family_config
 
-from engine.api import ContextLimitError, Message
-from engine.client import Engine
+from engine.core.api import ContextLimitError, Message
+from engine.local.client import Engine
 from engine.models.context import CONTEXT_KEYS, DEFAULT_CONTEXT, model_context_limit
-from engine.prompt import render_prompt
+from engine.local.prompt import render_prompt
 
 GPT2_POSITIONS = 1024
 
@@ -137,7 +137,7 @@ def prompt_of(folder: Path, tokens: int) -> list[Message]:
 @pytest.fixture
 def forward_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many ids each of the session's prefill and forward calls was given."""
-    from engine.session import Session
+    from engine.local.session import Session
 
     calls: list[int] = []
     real_prefill, real_forward = Session.prefill, Session.forward
@@ -192,7 +192,7 @@ async def test_a_model_that_states_no_limit_is_said_once(tmp_path: Path, engine:
 
 def test_logitscope_run_prints_the_note_once(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.cli import main
+    from tui.headless import main
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

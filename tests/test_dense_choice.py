@@ -20,7 +20,7 @@ from engine.cpu import CpuLayer, CpuSwitches
 from engine.cpu.densechoice import DenseChoice, LayerCost, choose_dense
 from engine.cpu.denseplan import Probe, dense_candidates, plan_dense_copies, time_layer
 from engine.cpu.unpacked import _PrefillDequantizedLinear
-from engine.precision import apply_compute_dtype
+from engine.local.precision import apply_compute_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1_000_000
@@ -236,7 +236,7 @@ def test_the_real_measurement_runs_and_changes_no_result() -> None:
 def test_bytes_read_per_token_count_kept_copies_instead_of_packed_weights() -> None:
     from mlx.utils import tree_flatten
 
-    from engine.bench.memory_worker import decode_bytes, kept_copy_bytes
+    from tui.bench.memory_worker import decode_bytes, kept_copy_bytes
 
     model = _tiny_4bit()
     packed = decode_bytes(model)
@@ -253,10 +253,10 @@ def test_on_a_gpu_backend_no_part_of_it_is_imported(tmp_path: Path) -> None:
     folder = build_family(tmp_path / "q4", "qwen2", bits=4)
     code = (
         "import asyncio, sys\n"
-        "import engine.backend as backend\n"
+        "import engine.local.backend as backend\n"
         "backend.gpu_backend = lambda: 'Metal'\n"
-        "from engine.api import GenerateRequest, Message, SamplingParams\n"
-        "from engine.client import Engine\n"
+        "from engine.core.api import GenerateRequest, Message, SamplingParams\n"
+        "from engine.local.client import Engine\n"
         "async def main():\n"
         "    engine = Engine()\n"
         f"    await engine.load({str(folder)!r})\n"
@@ -288,8 +288,8 @@ def test_a_head_that_cannot_be_unpacked_is_no_candidate() -> None:
 def test_the_memory_section_reports_speed_bytes_and_memory_for_both_models() -> None:
     """Real processes (2M shape, one round): each model's folder is written by a process of its
     own, so a measuring process's peak memory is the engine's alone."""
-    from engine.bench.memory_section import memory_section
-    from engine.bench.report import Section
+    from tui.bench.memory_section import memory_section
+    from tui.bench.report import Section
 
     section = Section("memory", "4-bit memory")
     memory_section(section, ("2m-4bit", "2m"), prompt=16, decode=4, rounds=1)

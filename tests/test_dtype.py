@@ -17,7 +17,7 @@ from mlx.utils import tree_flatten
 from mlx_lm.models import llama, qwen2
 
 from engine.cpu.unpacked import _unpack, enable_dequantized_prefill, keep_unpacked_weights
-from engine.precision import apply_compute_dtype, choose_compute_dtype, model_dtype
+from engine.local.precision import apply_compute_dtype, choose_compute_dtype, model_dtype
 
 MAX_LOGPROB_DIFF = 0.25
 MAX_TOTAL_VARIATION = 0.05

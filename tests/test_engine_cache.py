@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from engine_helpers import GREEDY, cold_greedy, reply, run
 
-from engine.api import Message, TurnFinished
-from engine.client import Engine
-from engine.prompt import common_prefix_len
+from engine.core.api import Message, TurnFinished
+from engine.local.client import Engine
+from engine.local.prompt import common_prefix_len
 
 
 @pytest.fixture
 def fed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts of ids fed to the model's cache, one entry per forward call (engine thread only; a
-    call without a cache, like the shape probe of `engine.lastrow` at load, feeds nothing)."""
+    call without a cache, like the shape probe of `engine.local.lastrow` at load, feeds nothing)."""
     from mlx_lm.models import llama
 
     counts: list[int] = []

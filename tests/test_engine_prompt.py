@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from mlx_lm.utils import load_tokenizer
 
-from engine.api import EngineError, Message
-from engine.prompt import TextEncoder, common_prefix_len, render_prompt
+from engine.core.api import EngineError, Message
+from engine.local.prompt import TextEncoder, common_prefix_len, render_prompt
 
 
 def _tokenizer(path: Path) -> Any:
@@ -57,7 +57,7 @@ def test_text_that_looks_like_a_reply_marker_is_tokenized_whole(tmp_path: Path) 
     (another nonce) is ordinary text, tokenized in one piece with what surrounds it."""
     import json
 
-    from engine.bench.folders import write_tokenizer
+    from tui.bench.folders import write_tokenizer
 
     write_tokenizer(tmp_path, 32000)  # byte pairs merge: where text is cut changes its ids
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))

@@ -13,7 +13,7 @@ import mlx.core as mx
 import numpy as np
 from engine_helpers import cold_logits, reference
 
-from engine.session import Session
+from engine.local.session import Session
 
 IDS = [(7 * i + 3) % 50 + 4 for i in range(300)]  # 300 in-vocabulary ids, none of them special
 

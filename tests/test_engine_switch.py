@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from engine_helpers import reply, run
 
-from engine.api import EngineError, Message, ModelLoadError, SamplingParams
-from engine.client import Engine
+from engine.core.api import EngineError, Message, ModelLoadError, SamplingParams
+from engine.local.client import Engine
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4)
 

@@ -11,7 +11,7 @@ from byte_replies import build_spm_tokenizer, byte_id, byte_reply
 from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, SPMStreamingDetokenizer
 from mlx_lm.utils import load_tokenizer
 
-from engine.textstream import PieceCache, ReplyText
+from engine.local.textstream import PieceCache, ReplyText
 
 SAMPLE = "hi 😀 the 世界 café, こんにちは 🚀!"
 

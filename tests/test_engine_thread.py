@@ -15,9 +15,9 @@ from engine_helpers import reply, run
 from mlx_lm.models import cache as cache_module
 from mlx_lm.models import llama
 
-import engine.sampling
-from engine.api import EngineAPI, EngineError, LoadProgress, Message, ModelInfo, ModelLoadError, TokenEvent
-from engine.client import Engine
+import engine.local.sampling
+from engine.core.api import EngineAPI, EngineError, LoadProgress, Message, ModelInfo, ModelLoadError, TokenEvent
+from engine.local.client import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ async def test_every_mlx_call_runs_on_the_engine_thread(chatml_model: Path, monk
         (llama.Model, "__call__"),
         (cache_module.KVCache, "update_and_fetch"),
         (cache_module.KVCache, "trim"),
-        (engine.sampling.LiveSampler, "step"),
+        (engine.local.sampling.LiveSampler, "step"),
     ]
     for owner, name in targets:
         monkeypatch.setattr(owner, name, _recording(calls, name, getattr(owner, name)))
@@ -56,7 +56,7 @@ async def test_every_mlx_call_runs_on_the_engine_thread(chatml_model: Path, monk
 
 
 def test_importing_the_client_does_not_import_mlx() -> None:
-    code = "import sys, engine.client; print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')))"
+    code = "import sys, engine.local.client; print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')))"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

@@ -13,8 +13,8 @@ import pytest
 from engine_helpers import GREEDY, cold_logits, cold_logprobs, log_softmax, reply, run
 from tinymodels import with_extra_eos
 
-from engine.api import ContextLimitError, GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
-from engine.client import Engine
+from engine.core.api import ContextLimitError, GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
+from engine.local.client import Engine
 
 HELLO = [Message("user", "hello the cat")]
 
@@ -22,7 +22,7 @@ HELLO = [Message("user", "hello the cat")]
 @pytest.fixture
 def slow_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every decode step takes 40 ms, so a test can act between two tokens."""
-    from engine.session import Session
+    from engine.local.session import Session
 
     original = Session.forward
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from engine_helpers import GREEDY, cold_greedy, reply, run
 
-from engine.api import Message
-from engine.client import Engine
-from engine.warmup import WARM_CHUNK
+from engine.core.api import Message
+from engine.local.client import Engine
+from engine.local.warmup import WARM_CHUNK
 
 HELLO = [Message("system", "be kind"), Message("user", "hello the cat")]
 LONG_TEXT = " ".join(["the cat sat on the mat and the dog ran far away"] * 30)

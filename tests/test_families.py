@@ -25,8 +25,8 @@ from mlx_lm.generate import generate_step
 from mlx_lm.utils import load
 from tinymodels import LATENT_ATTENTION_FAMILIES, build_family
 
-from engine.api import Message, TokenEvent
-from engine.client import Engine
+from engine.core.api import Message, TokenEvent
+from engine.local.client import Engine
 
 # Each family in bfloat16 and 4-bit: the whole matrix takes ~15 s (the slowest case ~1 s); its rerun with
 # OpenBLAS under MLX, as long again, is marked slow.

@@ -12,8 +12,8 @@ from engine_helpers import GREEDY, cold_logprobs, run, spy_threads
 
 import mlx.core as mx
 from engine.cpu import attention, fastmath, routing
-from engine.api import Message
-from engine.client import Engine
+from engine.core.api import Message
+from engine.local.client import Engine
 
 
 def _qkv(heads: int, kv_heads: int, n: int, length: int, dim: int = 16, dtype: Any = mx.float32) -> tuple[mx.array, ...]:

@@ -22,8 +22,8 @@ import pytest
 from engine_helpers import GREEDY, log_softmax, reply, run
 from tinymodels import build_model
 
-from engine.api import Message, ModelLoadError, SamplingParams
-from engine.client import Engine
+from engine.core.api import Message, ModelLoadError, SamplingParams
+from engine.local.client import Engine
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gguf") is not None
 needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason='llama-cpp-python is not installed (pip install "logitscope[gguf]")')
@@ -153,7 +153,7 @@ async def test_every_llama_call_runs_on_the_engine_thread(gguf_engine: Engine, m
 
 @needs_llama
 async def test_cancel_within_a_token(gguf_engine: Engine) -> None:
-    from engine.api import GenerateRequest, TurnFinished
+    from engine.core.api import GenerateRequest, TurnFinished
 
     stream = gguf_engine.generate(GenerateRequest(CHAT, SamplingParams(temperature=1.0, seed=1, max_tokens=400)))
     count = 0
@@ -281,7 +281,7 @@ async def test_one_engine_switches_between_mlx_and_gguf(pair: tuple[Path, Path],
 async def test_previews_are_refused_in_one_line_and_leave_the_cache_whole(gguf_engine: Engine) -> None:
     """What-if previews batch several rows through an MLX cache; llama.cpp's memory is one shared
     sequence here, so they are refused (one line), and the next turn still equals the first."""
-    from engine.api import EngineError, PreviewRequest
+    from engine.core.api import EngineError, PreviewRequest
 
     events, first = await run(gguf_engine, CHAT)
     partial = Message("assistant", "", first.token_ids[:2])

@@ -13,8 +13,8 @@ import pytest
 from engine_helpers import GREEDY, run
 from test_gguf import CHAT, gguf_engine, needs_llama, pair  # noqa: F401 - fixtures
 
-from engine.api import EngineError, GenerateRequest, SamplingParams, TokenEvent, TurnFinished
-from engine.client import Engine
+from engine.core.api import EngineError, GenerateRequest, SamplingParams, TokenEvent, TurnFinished
+from engine.local.client import Engine
 from engine.gguf.sidethread import SideThread
 
 

@@ -1,4 +1,4 @@
-"""The GGUF engine's numpy sampler is an exact twin of the MLX one (`engine.sampling`).
+"""The GGUF engine's numpy sampler is an exact twin of the MLX one (`engine.local.sampling`).
 
 Same seed, same parameters, same logits: the same tokens, and every number of the packed row
 within float32 rounding. Run on every filter combination, with and without penalties, at a small
@@ -16,9 +16,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from engine.api import SamplingParams
+from engine.core.api import SamplingParams
 from engine.gguf.sampler import NumpySampler, shortlist, statistics
-from engine.sampling import HEADER, LiveSampler, SMALL_VOCAB
+from engine.local.sampling import HEADER, LiveSampler, SMALL_VOCAB
 
 PARAMS = {
     "greedy": SamplingParams(temperature=0.0),
@@ -137,7 +137,7 @@ def test_shortlist_breaks_ties_by_id() -> None:
 
 def test_nan_logits_give_a_row_the_turn_refuses() -> None:
     """The turn checks the row's header floats (`logits_were_numbers`), as for the MLX sampler."""
-    from engine.sampling import logits_were_numbers
+    from engine.local.sampling import logits_were_numbers
 
     logits = np.zeros(20, dtype=np.float32)
     logits[4] = np.nan

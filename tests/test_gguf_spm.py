@@ -17,7 +17,7 @@ import pytest
 from engine_helpers import GREEDY, run
 from spm_gguf import CORPUS, MARKERS, train_spm, write_spm_gguf
 
-from engine.api import Message, ModelLoadError
+from engine.core.api import Message, ModelLoadError
 
 HAVE_ALL = all(importlib.util.find_spec(m) is not None for m in ("llama_cpp", "gguf", "sentencepiece"))
 pytestmark = pytest.mark.skipif(not HAVE_ALL, reason='needs the [gguf] extra (pip install "logitscope[gguf]")')

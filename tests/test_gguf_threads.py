@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from engine.cli import run
+from tui.headless import run
 from engine.gguf import GgufEngine, default_threads
-from engine.settings import load_config, parse_gguf_threads
+from engine.core.settings import load_config, parse_gguf_threads
 
 
 def _config(tmp_path: Path, text: str) -> Path:
@@ -53,7 +53,7 @@ def test_zero_means_the_environment_then_the_default(monkeypatch: pytest.MonkeyP
 def _tui_engine(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, Any]:
     """What `logitscope ARGV` builds (the app not run): (exit status, the engine or None)."""
     from tui import cli
-    from tui.app import LogitscopeApp
+    from tui.app.application import LogitscopeApp
 
     built: list[Any] = []
     monkeypatch.setattr(LogitscopeApp, "run", lambda self: built.append(self.engine))

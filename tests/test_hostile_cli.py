@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_cli import Recorder, isolated_config  # noqa: F401 - the fixture keeps the user's config out
 
-from engine.cli.run import main
+from tui.headless.run import main
 
 MAX_LINE = 500
 
@@ -53,7 +53,7 @@ def test_the_tokenizers_length_warning_never_follows_our_line(chatml_model: Path
     shutil.copytree(chatml_model, folder)
     config_file = folder / "tokenizer_config.json"
     config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "model_max_length": 64}))
-    done = subprocess.run([sys.executable, "-m", "engine.cli", "run", "--model", str(folder),
+    done = subprocess.run([sys.executable, "-m", "tui.headless", "run", "--model", str(folder),
                            "--prompt", "hello the cat " * 300], capture_output=True, text=True, cwd=ROOT, timeout=120,
                           env={"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path),
                                "XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin",
@@ -67,7 +67,7 @@ def test_version_says_which_blas_and_why_not(tmp_path: Path) -> None:
             "def missing(path, threads, failures):\n"
             "    failures.append(path + ': libgfortran.so.5: cannot open shared object file')\n"
             "blas._try_load = missing\n"
-            "from tui.cli import main\nsys.exit(main(['--version']))\n")
+            "from tui.main import main\nsys.exit(main(['--version']))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
     name, versions, blas_line = done.stdout.splitlines()

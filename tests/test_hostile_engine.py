@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from engine_helpers import run
 
-from engine.api import EngineError, Message, check_token_ids
-from engine.client import Engine
+from engine.core.api import EngineError, Message, check_token_ids
+from engine.local.client import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +50,7 @@ def _broken_speed_layer(fast_blas: bool, fast_layers: bool) -> object:
 
 async def test_a_dying_engine_thread_fails_every_waiting_caller(chatml_model: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.backend.speed_layer", _broken_speed_layer)
+    monkeypatch.setattr("engine.local.backend.speed_layer", _broken_speed_layer)
     eng = Engine()
     try:
         waiting = [asyncio.ensure_future(eng.load(str(chatml_model))), asyncio.ensure_future(eng.load("demo"))]
@@ -64,10 +64,10 @@ async def test_a_dying_engine_thread_fails_every_waiting_caller(chatml_model: Pa
 
 
 def test_logitscope_run_exits_with_one_line_when_the_engine_dies(chatml_model: Path) -> None:
-    code = ("import sys, engine.backend\n"
+    code = ("import sys, engine.local.backend\n"
             "def broken(*a):\n    raise AttributeError('undefined symbol: logitscope_gemv_forward_init')\n"
-            "engine.backend.speed_layer = broken\n"
-            "from engine.cli.run import main\n"
+            "engine.local.backend.speed_layer = broken\n"
+            "from tui.headless.run import main\n"
             f"sys.exit(main(['run', '--model', {str(chatml_model)!r}, '--prompt', 'hi']))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 1 and done.stdout == ""
@@ -94,7 +94,7 @@ def looping_model(chatml_model: Path, tmp_path: Path) -> Path:
 async def test_a_template_that_never_ends_is_stopped_with_its_name(looping_model: Path, chatml_model: Path,
                                                                    engine: Engine,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.watchdog.TEMPLATE_LIMIT_S", 0.5)
+    monkeypatch.setattr("engine.local.watchdog.TEMPLATE_LIMIT_S", 0.5)
     await engine.load(str(looping_model))
     started = time.monotonic()
     with pytest.raises(EngineError, match=r"^The chat template of looping-model ran for over 0.5 s and was stopped"):
@@ -112,7 +112,7 @@ async def test_a_template_that_never_ends_is_stopped_with_its_name(looping_model
 
 async def test_closing_never_waits_long_on_a_busy_engine_thread(looping_model: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("engine.watchdog.TEMPLATE_LIMIT_S", 4.0)  # the thread stays busy past the close
+    monkeypatch.setattr("engine.local.watchdog.TEMPLATE_LIMIT_S", 4.0)  # the thread stays busy past the close
     eng = Engine()
     await eng.load(str(looping_model))
     turn = asyncio.ensure_future(run(eng, [Message("user", "hi")]))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.models import hub
-from engine.api import LoadProgress, ModelLoadError
+from engine.core.api import LoadProgress, ModelLoadError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,8 +1,8 @@
 """No two engine modules import each other, directly or through others, at any level.
 
 Every import counts, including those inside functions and under `TYPE_CHECKING`: a cycle means
-neither module can be read, moved or tested without the other (`engine.turn` <-> `engine.worker`
-and `engine.bench.cli` <-> `engine.bench.run` were the two this checks are gone). A package's
+neither module can be read, moved or tested without the other (`engine.local.turn` <-> `engine.local.worker`
+and `tui.bench.cli` <-> `tui.bench.run` were the two this checks are gone). A package's
 `__init__` importing its own modules is not a cycle.
 """
 

@@ -1,4 +1,4 @@
-"""Recent histories' KV caches on disk (engine.kvdisk): a new engine (a reopened chat, another
+"""Recent histories' KV caches on disk (engine.local.kvdisk): a new engine (a reopened chat, another
 process) starts from the stored cache, gets exactly the reply a cold engine computes, and never
 uses an entry made for another model."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from engine_helpers import GREEDY, reply, run
 
-from engine.api import Message
-from engine.client import Engine
+from engine.core.api import Message
+from engine.local.client import Engine
 
 HISTORY = "The library keeps every chat as it happens, with every token. " * 8
 

@@ -12,10 +12,10 @@ from engine_helpers import GREEDY, run
 
 import mlx.core as mx
 import mlx.nn as nn
-from engine.api import Message
-from engine.bench.shapes import build_model, shape_named
-from engine.client import Engine
-from engine.lastrow import install_last_row_head
+from engine.core.api import Message
+from tui.bench.shapes import build_model, shape_named
+from engine.local.client import Engine
+from engine.local.lastrow import install_last_row_head
 
 
 def _check_restricted(model: Any) -> None:

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from engine.api import Candidate, SamplingParams, TokenEvent
-from engine.library import Library, LibraryError, schema
-from engine.library.blobs import BlobError, decode_tokens, encode_tokens
-from engine.library.legacy import import_legacy
-from tui.model.conversation import Conversation, Node, TurnStats, Version
-from tui.model.fileformat import conversation_from_dict, conversation_to_dict
+from engine.core.api import Candidate, SamplingParams, TokenEvent
+from engine.core.library import Library, LibraryError, schema
+from engine.core.library.blobs import BlobError, decode_tokens, encode_tokens
+from engine.core.library.legacy import import_legacy
+from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
+from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -174,9 +174,9 @@ def test_locked_read_only_and_corrupt_are_one_line(tmp_path: Path) -> None:
 WRITER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from engine.library import Library
+from engine.core.library import Library
 from tests.test_library import _chat
-from tui.model.fileformat import conversation_to_dict
+from engine.core.chat.fileformat import conversation_to_dict
 lib = Library(__import__("pathlib").Path({path!r}), timeout=30)
 doc = conversation_to_dict(_chat())
 cid = None
@@ -238,14 +238,14 @@ def test_the_old_files_are_imported_once(tmp_path: Path) -> None:
 
 
 def test_the_library_lives_in_the_xdg_data_folder(tmp_path: Path) -> None:
-    from engine.settings.paths import data_dir
+    from engine.core.settings.paths import data_dir
 
     assert data_dir({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "logitscope"
     assert data_dir({"XDG_DATA_HOME": "relative"}) == Path.home() / ".local" / "share" / "logitscope"
 
 
 def test_the_kv_cache_folder_can_be_moved_or_turned_off(tmp_path: Path) -> None:
-    from engine.settings.paths import kv_cache_dir
+    from engine.core.settings.paths import kv_cache_dir
 
     assert kv_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == str(tmp_path / "logitscope" / "kv")
     assert kv_cache_dir({"LOGITSCOPE_KV_CACHE": str(tmp_path / "x")}) == str(tmp_path / "x")

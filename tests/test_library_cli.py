@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from engine.cli import main
-from engine.library import Library
-from tui.cli import main as logitscope
-from tui.model.fileformat import conversation_from_dict
+from tui.headless import main
+from engine.core.library import Library
+from tui.main import main as logitscope
+from engine.core.chat.fileformat import conversation_from_dict
 
 
 def _records(out: str) -> list[dict[str, Any]]:
@@ -49,7 +49,7 @@ def test_run_save_then_continue_through_the_apps_reader(chatml_model: Path,
 
 
 def test_plain_save_says_the_id_and_a_bad_continue_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.fake import ScriptedEngine
+    from engine.scripted import ScriptedEngine
 
     assert main(["run", "--no-config", "--model", "m", "--prompt", "hi", "--save"], engine_factory=ScriptedEngine) == 0
     err = capsys.readouterr().err
@@ -61,7 +61,7 @@ def test_plain_save_says_the_id_and_a_bad_continue_is_one_line(capsys: pytest.Ca
 
 
 def test_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.fake import ScriptedEngine
+    from engine.scripted import ScriptedEngine
 
     main(["run", "--no-config", "--model", "m", "--prompt", "line one\x1b[31m", "--save"], engine_factory=ScriptedEngine)
     [entry] = Library().entries()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.models import hub
-from engine.api import LoadProgress, ModelLoadError
+from engine.core.api import LoadProgress, ModelLoadError
 from engine.models.load import DEFAULT_TIKTOKEN_PATTERN, load_model
 from tinymodels import corpus
 

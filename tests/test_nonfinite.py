@@ -19,10 +19,10 @@ import pytest
 from engine_helpers import GREEDY, cold_greedy, reply, run
 from tinymodels import build_model
 
-from engine.api import EngineError, Message, SamplingParams, TokenEvent
-from engine.client import Engine
+from engine.core.api import EngineError, Message, SamplingParams, TokenEvent
+from engine.local.client import Engine
 from engine.cpu.fastmath import exp_nonpositive
-from engine.sampling import LiveSampler, logits_were_numbers
+from engine.local.sampling import LiveSampler, logits_were_numbers
 
 ROOT = Path(__file__).resolve().parent.parent
 NAN, INF = float("nan"), float("inf")
@@ -77,7 +77,7 @@ async def test_nan_logits_are_one_clear_error_and_the_engine_stays_usable(
 
 
 def _gen(engine: Engine) -> Any:
-    from engine.api import GenerateRequest
+    from engine.core.api import GenerateRequest
 
     return engine.generate(GenerateRequest(tuple(HELLO), GREEDY))
 
@@ -86,7 +86,7 @@ async def test_logits_that_turn_nan_mid_reply_end_the_turn_and_reset_the_cache(
     chatml_model: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tokens before the bad step arrive; the next turn starts from a clean cache and is exact."""
-    from engine.session import Session
+    from engine.local.session import Session
 
     real_forward = Session.forward
     calls = {"n": 0, "poison": True}
@@ -116,7 +116,7 @@ def test_json_output_never_holds_a_bare_nan(nan_model: Path, tmp_path: Path) -> 
     """`logitscope run --json` on a NaN model: exit 1, one line on stderr, strict JSON on stdout."""
     env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_STATE_HOME": str(tmp_path / "s"), "PATH": "/usr/bin:/bin",
            "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "engine.cli", "run", "--model", str(nan_model), "--prompt", "hi",
+    done = subprocess.run([sys.executable, "-m", "tui.headless", "run", "--model", str(nan_model), "--prompt", "hi",
                            "--json", "--max-tokens", "3"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 1, done.stderr
@@ -129,8 +129,8 @@ def test_json_output_never_holds_a_bare_nan(nan_model: Path, tmp_path: Path) -> 
 
 def test_json_records_write_impossible_values_as_null() -> None:
     """A remote or scripted engine may still send a non-finite number: the line stays strict JSON."""
-    from engine.api import Candidate
-    from engine.cli.output import token_record
+    from engine.core.api import Candidate
+    from tui.headless.output import token_record
 
     event = TokenEvent(0, 5, "a", "a", -1.0, NAN, 1, 0.5, (Candidate(6, "b", -INF, NAN),))
     line = json.dumps(token_record(1, event), allow_nan=False)
@@ -141,7 +141,7 @@ def test_json_records_write_impossible_values_as_null() -> None:
 def test_the_heatmap_and_bars_take_any_number(p: float) -> None:
     from textual.color import Color
 
-    from tui.widgets.render import HeatPalette, bar, token_style
+    from tui.app.widgets.render import HeatPalette, bar, token_style
 
     heat = HeatPalette(Color.parse("#ff0000"), Color.parse("#ffff00"), Color.parse("#00ff00"))
     assert isinstance(heat.colour(p), Color)

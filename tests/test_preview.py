@@ -1,4 +1,4 @@
-"""What-if previews (`engine.preview`): each row equals the branch it stands for, the cache the
+"""What-if previews (`engine.local.preview`): each row equals the branch it stands for, the cache the
 next turn reuses is untouched, a real command stops them, and bad requests get one line."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from engine_helpers import GREEDY, reply, run
 
-from engine.api import (
+from engine.core.api import (
     EngineError,
     Message,
     PreviewFinished,
@@ -17,7 +17,7 @@ from engine.api import (
     SamplingParams,
     TurnFinished,
 )
-from engine.client import Engine
+from engine.local.client import Engine
 
 ASK = (Message("user", "tell me a story about a cat"),)
 SAMPLED = SamplingParams(temperature=0.9, top_p=0.95, repetition_penalty=1.3, repetition_context_size=8,
@@ -27,7 +27,7 @@ SAMPLED = SamplingParams(temperature=0.9, top_p=0.95, repetition_penalty=1.3, re
 async def previews(engine: Engine, request: PreviewRequest) -> tuple[list[PreviewToken], PreviewFinished]:
     """One whole preview command: its streamed tokens and the closing record."""
     tokens: list[PreviewToken] = []
-    async for item in engine.preview(request):
+    async for item in engine.local.preview(request):
         if isinstance(item, PreviewFinished):
             return tokens, item
         tokens.append(item)
@@ -95,7 +95,7 @@ async def test_previews_leave_the_next_turn_unchanged(chatml_model: Path) -> Non
 async def test_a_real_turn_stops_previews_at_once(chatml_model: Path, engine: Engine) -> None:
     _, request = await first_reply(engine, chatml_model)
     long = PreviewRequest(request.messages, request.candidates, 256, SamplingParams(temperature=0.0), 1)
-    stream = engine.preview(long)
+    stream = engine.local.preview(long)
     _, turn = await run(engine, ASK)  # queued right behind the previews
     _, finished = await previews_of(stream)
     assert turn.generated_tokens > 0
@@ -132,7 +132,7 @@ async def test_bad_requests_get_one_line(chatml_model: Path, engine: Engine, mes
 
 async def test_scripted_engine_previews_what_its_branch_replays() -> None:
     """The TUI's test double keeps the same promise: a preview is its branch, token for token."""
-    from engine.fake import ScriptedEngine
+    from engine.scripted import ScriptedEngine
 
     engine = ScriptedEngine()
     await engine.load("demo")
@@ -162,9 +162,9 @@ def hybrid_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A very small Mamba-2/attention hybrid (recurrent state: no layer of it can be trimmed)."""
     from dataclasses import replace
 
-    from engine.bench.folders import write_model_folder
-    from engine.bench.rewind_section import REWIND_SHAPES
-    from engine.bench.shapes import build_model
+    from tui.bench.folders import write_model_folder
+    from tui.bench.rewind_section import REWIND_SHAPES
+    from tui.bench.shapes import build_model
 
     shape = REWIND_SHAPES["hybrid"]
     small = replace(shape, config={**shape.config, "hidden_size": 64, "intermediate_size": 128,

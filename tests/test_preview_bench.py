@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.bench import main
+from tui.bench import main
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""What a remote server cannot tell (engine.api, "What a remote engine cannot know") is shown as
+"""What a remote server cannot tell (engine.core.api, "What a remote engine cannot know") is shown as
 unknown: "—" in the candidates panel, null in `run --json`; never a crash, never a made-up number."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
-from engine.api import Candidate, Message, SamplingParams, TokenEvent
-from engine.cli.output import Printer
+from engine.core.api import Candidate, Message, SamplingParams, TokenEvent
+from tui.headless.output import Printer
 from engine.remote.events import UNKNOWN_ID
-from tui.model.context import Fit, fit
-from tui.model.conversation import Conversation, Node, Version
-from tui.model.store import load_conversation, save_conversation
-from tui.widgets.candidates import CandidatesPanel
+from engine.core.chat.context import Fit, fit
+from engine.core.chat.conversation import Conversation, Node, Version
+from engine.core.chat.store import load_conversation, save_conversation
+from tui.app.widgets.candidates import CandidatesPanel
 
 REMOTE_TOKEN = TokenEvent(index=0, id=7, text=" cat", piece=" cat", logprob=-0.5, sampled_prob=None, rank=None,
                           entropy=None, candidates=(Candidate(3, " dog", -0.2, None), Candidate(7, " cat", -0.5, None)))

@@ -16,7 +16,7 @@ import pytest
 from remote_server import ScriptedServer, reply
 
 from engine_helpers import turn
-from engine.api import (
+from engine.core.api import (
     EngineError,
     GenerateRequest,
     Message,
@@ -25,11 +25,11 @@ from engine.api import (
     TokenEvent,
     TurnFinished,
 )
-from engine.cli.run import main as run_main
+from tui.headless.run import main as run_main
 from engine.remote import HttpOptions, RemoteEngine, remote_engine
-from engine.settings import load_config
-from engine.settings.sections import EngineConfig
-from tui.cli import main as tui_main
+from engine.core.settings import load_config
+from engine.core.settings.sections import EngineConfig
+from tui.main import main as tui_main
 
 HELLO = GenerateRequest((Message("user", "hi"),), SamplingParams(temperature=0.0, candidates=5))
 

@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 
 from engine_helpers import turn
-from engine.api import (
+from engine.core.api import (
     EngineError,
     GenerateRequest,
     Message,
     SamplingParams,
     TurnFinished,
 )
-from engine.client import Engine
+from engine.local.client import Engine
 from engine.remote import HttpOptions, RemoteEngine
 
 pytestmark = pytest.mark.slow

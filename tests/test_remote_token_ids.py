@@ -16,7 +16,7 @@ from remote_server import ScriptedServer
 from transformers import AutoTokenizer
 
 from engine_helpers import turn
-from engine.api import (
+from engine.core.api import (
     GenerateRequest,
     Message,
     SamplingParams,
@@ -114,7 +114,7 @@ async def test_without_a_tokenizer_the_chat_endpoint_is_used_and_said_once(serve
 
 def test_run_with_server_and_tokenizer_sends_ids(server: ScriptedServer, chatml_model: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.cli.run import main as run_main
+    from tui.headless.run import main as run_main
 
     server.reset().vllm = True
     assert run_main(["run", "--server", server.url, "--tokenizer", str(chatml_model), "--prompt", "hi",
@@ -129,7 +129,7 @@ def test_a_chat_template_that_never_ends_fails_the_turn_and_never_holds_the_exit
     wait for (asyncio.run joins its default executor's threads: a stuck one held the exit)."""
     import time
 
-    from engine.api import EngineError
+    from engine.core.api import EngineError
     from engine.remote import tokens as remote_tokens
 
     release = threading.Event()

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.api import EngineError, SamplingParams
+from engine.core.api import EngineError, SamplingParams
 from engine.remote.events import piece_text, token_event
 from engine.remote.http import normalise_url, status_problem
 from engine.remote.sse import data_objects, lines_of, parse_data_line

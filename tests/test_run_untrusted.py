@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from crafted import escaping_tokenizer
 
-from engine.cli import main
-from engine.fake import ScriptedEngine
-from engine.settings import printable
+from tui.headless import main
+from engine.scripted import ScriptedEngine
+from engine.core.settings import printable
 
 ESCAPES = ("\x1b]52;c;aGk=\x07", "\x1b]0;TITLE\x07", "\x1b[2J", "\x1b", "\r", "\x9b2J")
 SHOWN = "␛]52;c;aGk=␇␛]0;TITLE␇␛[2J␛␍\\x9b2J"

@@ -1,4 +1,4 @@
-"""`engine.sampling` against an independent NumPy reference of the definitions in `engine.api`.
+"""`engine.local.sampling` against an independent NumPy reference of the definitions in `engine.core.api`.
 
 The reference below is written from the docstrings (float64, full sorts, no shortcuts), so the
 partial-sort / threshold tricks of the real sampler are checked, not re-used. Draws are checked
@@ -16,9 +16,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-import engine.sampling as sampling
-from engine.api import SamplingParams
-from engine.sampling import LiveSampler, TokenStats
+import engine.local.sampling as sampling
+from engine.core.api import SamplingParams
+from engine.local.sampling import LiveSampler, TokenStats
 
 # ---------------------------------------------------------------------------------------------
 # The reference

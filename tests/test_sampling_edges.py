@@ -1,4 +1,4 @@
-"""`engine.sampling` at its edges: no candidates, top-k above the vocabulary, bf16 and batched
+"""`engine.local.sampling` at its edges: no candidates, top-k above the vocabulary, bf16 and batched
 logits, penalty windows, masked logits, malformed rows (references in test_sampling)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from test_sampling import (
     CONTEXT, VOCAB, as_row, crafted_logits, draw, one_step, ref_entropy, ref_logprobs, ref_penalized, ref_sampled,
 )
 
-from engine.api import SamplingParams
-from engine.sampling import LiveSampler
+from engine.core.api import SamplingParams
+from engine.local.sampling import LiveSampler
 
 # ---------------------------------------------------------------------------------------------
 # Edges

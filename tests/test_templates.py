@@ -1,6 +1,6 @@
 """Exact history under the chat templates of real families, on both kinds of trained tokenizer.
 
-The rule (engine/api.py): what the model saw when it wrote a reply is what it sees of that reply
+The rule (engine/core/api.py): what the model saw when it wrote a reply is what it sees of that reply
 later. Turn k's prompt starts with turn k-1's prompt and its reply's ids; then the template's own
 text after the reply, the new message and the generation prompt, each text run tokenized as the
 whole text would be. The oracles are hand-written texts (`template_fixtures.FAMILIES[...].seen`),
@@ -18,9 +18,9 @@ from mlx_lm.utils import load_tokenizer
 from template_fixtures import FAMILIES, Kind, family_model
 from test_engine_cache import assert_fed_exactly, fed, unfed  # noqa: F401 - `fed` is a fixture
 
-from engine.api import Message, TurnFinished
-from engine.client import Engine
-from engine.prompt import render_prompt
+from engine.core.api import Message, TurnFinished
+from engine.local.client import Engine
+from engine.local.prompt import render_prompt
 
 KINDS: tuple[Kind, ...] = ("bpe", "metaspace")
 SYSTEM, USER1, USER2 = "be kind", "hello the cat", "and then the dog"

@@ -11,7 +11,7 @@ from textual.color import Color
 from textual.theme import Theme
 from textual.widgets import Static
 
-from tui.themes import (
+from tui.app.themes import (
     REQUIRED_VARIABLES,
     heat_colour,
     load_builtin_themes,

@@ -15,9 +15,9 @@ from engine_helpers import GREEDY
 from mlx_lm.utils import load_tokenizer
 from template_fixtures import family_model
 
-from engine.api import GenerateRequest, Message, TurnFinished
-from engine.client import Engine
-from engine.prompt import TextEncoder, render_prompt, supports_thinking
+from engine.core.api import GenerateRequest, Message, TurnFinished
+from engine.local.client import Engine
+from engine.local.prompt import TextEncoder, render_prompt, supports_thinking
 
 SWITCHES = (None, True, False)
 EMPTY_BLOCK = "<think>\n\n</think>\n\n"

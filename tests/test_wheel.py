@@ -40,7 +40,7 @@ def test_wheel_contains_the_data_files(wheel: Path) -> None:
     assert "engine/config.toml" in names
     demo = {f"engine/models/demo_model/{f.name}" for f in (REPO / "engine" / "models" / "demo_model").iterdir() if f.is_file()}
     assert {"engine/models/demo_model/model.safetensors", "engine/models/demo_model/config.json"} <= demo <= names
-    assert {"engine/settings/config.py", "engine/settings/files.py", "tui/themes.py", "tui/keymap.py"} <= names
+    assert {"engine/core/settings/config.py", "engine/core/settings/files.py", "tui/app/themes.py", "tui/app/keymap.py"} <= names
     assert {"engine/cpu/gemv_forward.c", "engine/cpu/native.c", "engine/cpu/cblas_alias.c"} <= names  # compiled on first use (engine.cpu.cbuild)
     themes = {n for n in names if n.startswith("themes/") and n.endswith(".toml")}
     shipped = {f"themes/{p.name}" for p in (REPO / "themes").glob("*.toml")}
@@ -57,12 +57,12 @@ def test_installed_wheel_finds_its_defaults_and_themes(wheel: Path, tmp_path: Pa
         import json
         from importlib import resources
         from pathlib import Path
-        import engine.settings.config, tui.themes
-        from engine.settings.config import load_config
-        from tui.themes import load_builtin_themes
+        import engine.core.settings.config, tui.app.themes
+        from engine.core.settings.config import load_config
+        from tui.app.themes import load_builtin_themes
         loaded = load_config(Path("absent.toml"))
         print(json.dumps({
-            "module": engine.settings.config.__file__,
+            "module": engine.core.settings.config.__file__,
             "default_path": str(loaded.default_path),
             "problems": list(loaded.problems),
             "theme": loaded.config.ui.theme,

@@ -1,1 +1,1 @@
-"""Built-in themes, as TOML data files beside this module (see `tui.themes` for the loader)."""
+"""Built-in themes, as TOML data files beside this module (see `tui.app.themes` for the loader)."""

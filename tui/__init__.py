@@ -1,1 +1,1 @@
-"""logitscope's Textual front end. It never imports MLX; it talks to `engine.api.EngineAPI`."""
+"""logitscope's Textual front end. It never imports MLX; it talks to `engine.core.api.EngineAPI`."""

@@ -2,7 +2,7 @@
 a result (every piece is tested against plain mlx-lm in float32).
 
 The engine enters it through `install` alone, once, on the engine thread before MLX is imported,
-and only when MLX runs on the CPU (`engine.backend.speed_layer` decides; on Metal or CUDA nothing
+and only when MLX runs on the CPU (`engine.local.backend.speed_layer` decides; on Metal or CUDA nothing
 here is imported). `install` chooses from the switches what to set up and returns a `CpuLayer`,
 the one object the engine then talks to. This package imports nothing from the engine proper.
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from engine.settings.paths import cache_dir
+from engine.core.settings.paths import cache_dir
 
 COMPILE_TIMEOUT_S = 60.0
 STARTUP_WAIT_S = 2.0  # the longest a load waits for a build before going on without it (~0.2 s normally)

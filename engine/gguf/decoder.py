@@ -1,7 +1,7 @@
 """The GGUF engine's decode step: llama.cpp's forward pass, the numpy twin of the sampling chain,
 and each token's statistics computed on a second thread while llama.cpp decodes the next one.
 
-It plugs into `engine.turn` in place of the MLX `_Decoder` (the same `step(fed) -> pending`
+It plugs into `engine.local.turn` in place of the MLX `_Decoder` (the same `step(fed) -> pending`
 shape), so the turn loop, its pipelining order, the cache bookkeeping and the events are the MLX
 engine's own. What differs is where the time goes in a token:
 
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from engine.api import SamplingParams, TurnControl
+from engine.core.api import SamplingParams, TurnControl
 from engine.gguf.sampler import NumpySampler, statistics
 from engine.gguf.sidethread import Result, SideThread
 
 if TYPE_CHECKING:
     from engine.gguf.model import LlamaModel
-    from engine.session import Session
+    from engine.local.session import Session
 
 
 class StatsPending:

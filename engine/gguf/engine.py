@@ -1,6 +1,6 @@
 """`GgufEngine`: the `EngineAPI` for GGUF files, run in-process by llama.cpp.
 
-It is `engine.client.Engine` (the same asyncio facade, the same commands) with a
+It is `engine.local.client.Engine` (the same asyncio facade, the same commands) with a
 `engine.gguf.worker.GgufWorker` behind it. Importing this module imports neither MLX nor llama.cpp.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 
-from engine.api import EngineError
-from engine.client import Engine
-from engine.worker import EngineWorker
+from engine.core.api import EngineError
+from engine.local.client import Engine
+from engine.local.worker import EngineWorker
 
 ENV_THREADS = "LOGITSCOPE_GGUF_THREADS"
 

@@ -1,13 +1,13 @@
 """A llama.cpp model and context shaped like an mlx-lm model and its cache, so that the MLX
-engine's own turn machinery (``engine.session``, ``engine.turn``: the longest-common-prefix trim,
-prefill, the decode loop, the sampling chain in ``engine.sampling``) drives a GGUF file unchanged.
+engine's own turn machinery (``engine.local.session``, ``engine.local.turn``: the longest-common-prefix trim,
+prefill, the decode loop, the sampling chain in ``engine.local.sampling``) drives a GGUF file unchanged.
 
 Why this shape rather than a second turn loop: every rule of the contract (the exact id list in
 the cache, replies spliced as their ids, live parameters, cancel between tokens, the numbers on
 screen) then holds by construction, tested once. llama.cpp computes the forward pass; the one
 logits row per token goes to the numpy twin of the MLX engine's sampling chain (``engine.gguf.decoder``).
 
-Every call here runs on the engine thread (``engine.worker``), like every MLX call.
+Every call here runs on the engine thread (``engine.local.worker``), like every MLX call.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from engine.api import EngineError, ModelLoadError
+from engine.core.api import EngineError, ModelLoadError
 from engine.gguf.sidethread import SideThread
 
 GGML_TYPE_F32 = 0

@@ -1,5 +1,5 @@
-"""The sampling chain and its statistics in numpy: the GGUF engine's exact twin of `engine.sampling`
-and `engine.penalties`, split in two so the statistics overlap llama.cpp's next forward pass.
+"""The sampling chain and its statistics in numpy: the GGUF engine's exact twin of `engine.local.sampling`
+and `engine.local.penalties`, split in two so the statistics overlap llama.cpp's next forward pass.
 
 Why a twin: llama.cpp hands each logits row over in host memory, and the MLX sampler's per-token
 cost on a CPU is mostly building its graph (~5-10 us per node): 0.47 ms a token at a 32k
@@ -25,8 +25,8 @@ import random
 from dataclasses import dataclass
 import numpy as np
 
-from engine.api import SamplingParams
-from engine.sampling import Plan, make_plan, next_uniform, turn_seed
+from engine.core.api import SamplingParams
+from engine.local.sampling import Plan, make_plan, next_uniform, turn_seed
 
 F32 = np.float32
 
@@ -74,7 +74,7 @@ def inverse_cdf(weights: np.ndarray, u: np.float32) -> int:
 
 
 class NumpyPenalties:
-    """Repetition, presence and frequency penalties over the context window (`engine.penalties`)."""
+    """Repetition, presence and frequency penalties over the context window (`engine.local.penalties`)."""
 
     def __init__(self, params: SamplingParams) -> None:
         self.window = params.repetition_context_size
@@ -114,7 +114,7 @@ def make_numpy_penalties(params: SamplingParams) -> NumpyPenalties | None:
 
 
 class NumpySampler:
-    """Per-turn sampling state, as `engine.sampling.LiveSampler`: live parameters, one seeded
+    """Per-turn sampling state, as `engine.local.sampling.LiveSampler`: live parameters, one seeded
     generator per turn, one uniform number drawn per token (greedy or not, so a mid-turn switch
     keeps the sequence the MLX engine would use)."""
 
@@ -196,7 +196,7 @@ class NumpySampler:
 
 
 def statistics(draw: Draw) -> list[float]:
-    """The packed row `engine.sampling.LiveSampler.step` would give for this draw:
+    """The packed row `engine.local.sampling.LiveSampler.step` would give for this draw:
     [id, logprob, sampled_prob, rank, entropy, ids(N), logprobs(N), sampled(N)].
 
     A pure function of the draw (its plan included), so it may run on another thread while the

@@ -1,6 +1,6 @@
 """The GGUF file's own tokenizer as an ordinary fast tokenizer, so the MLX engine's prompt renderer
-(``engine.prompt``: the chat template, the history rule, replies spliced as their ids) and its
-streaming text (``engine.textstream``) run unchanged on a GGUF model.
+(``engine.local.prompt``: the chat template, the history rule, replies spliced as their ids) and its
+streaming text (``engine.local.textstream``) run unchanged on a GGUF model.
 
 Why not llama.cpp's tokenizer: the renderer needs a Hugging Face tokenizer's interface
 (``apply_chat_template``, ``convert_ids_to_tokens``, mlx-lm's streaming detokenizers); and why not
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.api import ModelLoadError
+from engine.core.api import ModelLoadError
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 LLAMA3_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""

@@ -1,4 +1,4 @@
-"""The engine thread for GGUF models too: `engine.worker.EngineWorker` with a llama.cpp loader
+"""The engine thread for GGUF models too: `engine.local.worker.EngineWorker` with a llama.cpp loader
 for ``.gguf`` specs (every other spec loads as before, with MLX), so one engine, on one thread,
 takes whatever the model picker or ``--model`` names.
 
@@ -14,15 +14,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.api import EngineError, ModelInfo, ModelLoadError
+from engine.core.api import EngineError, ModelInfo, ModelLoadError
 from engine.models import one_line
-from engine.watchdog import Watchdog, bound_template
-from engine.commands import GenerateCommand, LoadCommand, PreviewCommand
-from engine.worker import EngineOptions, EngineWorker, _clipped
+from engine.local.watchdog import Watchdog, bound_template
+from engine.local.commands import GenerateCommand, LoadCommand, PreviewCommand
+from engine.local.worker import EngineOptions, EngineWorker, _clipped
 
 if TYPE_CHECKING:
     from engine.gguf.load import LoadedGguf
-    from engine.session import Session
+    from engine.local.session import Session
 
 
 class GgufWorker(EngineWorker):
@@ -84,11 +84,11 @@ class GgufWorker(EngineWorker):
         """Load `command.spec`, build its session, then free `old` and its llama.cpp model."""
         import mlx.core as mx
 
-        from engine.api import LoadProgress
+        from engine.core.api import LoadProgress
         from engine.gguf.decoder import decoder_factory
         from engine.gguf.load import load_gguf
-        from engine.lastrow import LastRowHead
-        from engine.session import Session
+        from engine.local.lastrow import LastRowHead
+        from engine.local.session import Session
 
         name = Path(command.spec).expanduser().name or command.spec
         command.on_progress(LoadProgress(f"loading {name} with llama.cpp"))

@@ -5,7 +5,7 @@ as `n_positions` and look positions up in a learned table, and MLX's CPU lookup 
 check: position 1,024 of a 1,024-row table reads whatever memory follows (tried: token id 0 three
 times with null logprobs). Reading only `max_position_embeddings` and falling back to 4096 let
 that happen. The engine refuses a prompt that would pass the limit and stops a reply at it
-(`engine.turn`), so the limit itself must be right for every family.
+(`engine.local.turn`), so the limit itself must be right for every family.
 
 The rules:
 - every key mlx-lm's model configs use for it (`CONTEXT_KEYS`), at the top level and in a nested

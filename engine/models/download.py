@@ -10,7 +10,7 @@ import io
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.api import LoadProgress, ModelLoadError
+from engine.core.api import LoadProgress, ModelLoadError
 
 Report = Callable[[LoadProgress], None]
 # What mlx-lm itself downloads (mlx_lm.utils.DEFAULT_ALLOW_PATTERNS): weights in safetensors only,

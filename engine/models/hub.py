@@ -21,13 +21,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.api import ModelLoadError
+from engine.core.api import ModelLoadError
 from engine.models import ggufs
 from engine.models.download import ALLOW_PATTERNS, Report, download_model, one_line  # noqa: F401 - re-exported
 from engine.models.download import download_error as _download_error  # noqa: F401 - the tests' old names
 from engine.models.download import progress_class as _progress_class  # noqa: F401
-from engine.settings.files import read_regular_text
-from engine.settings.paths import state_dir
+from engine.core.settings.files import read_regular_text
+from engine.core.settings.paths import state_dir
 
 DEMO_SPEC = "demo"
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.api import LoadProgress, ModelLoadError
+from engine.core.api import LoadProgress, ModelLoadError
 from engine.models.hub import check_model_folder, one_line, resolve_model
 
 # The GPT-4 (cl100k) split pattern; transformers' TikTokenConverter uses the same default.

@@ -1,6 +1,6 @@
 """Remote engines: the same inspection through an OpenAI-compatible server (see `engine.remote.engine`).
 
-The public entry, imported by the CLI and the TUI the way they import `engine.client`.
+The public entry, imported by the CLI and the TUI the way they import `engine.local.client`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 
 from engine.remote.engine import RemoteEngine
 from engine.remote.http import HttpOptions, normalise_url
-from engine.settings.sections import EngineConfig
+from engine.core.settings.sections import EngineConfig
 
 __all__ = ["HttpOptions", "RemoteEngine", "remote_engine"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.api import ModelLoadError
+from engine.core.api import ModelLoadError
 from engine.remote.http import HttpClient
 
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.api import (
+from engine.core.api import (
     EngineError,
     EngineEvent,
     FinishReason,

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.api import (
+from engine.core.api import (
     EngineError,
     EngineEvent,
     FinishReason,

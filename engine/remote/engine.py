@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 
-from engine.api import (
+from engine.core.api import (
     EngineError,
     EngineEvent,
     GenerateRequest,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from engine.api import Candidate, FinishReason, TokenEvent, TurnFinished
+from engine.core.api import Candidate, FinishReason, TokenEvent, TurnFinished
 from engine.remote.wire import TokenRecord
 
-UNKNOWN_ID = -1  # a server that names tokens by text only (see engine.api, "Remote engines")
+UNKNOWN_ID = -1  # a server that names tokens by text only (see engine.core.api, "Remote engines")
 
 # Byte-level BPE and SentencePiece spell a space and a newline with these in raw vocab pieces
 # (mlx_lm.server's top_logprobs are raw pieces): shown as what they stand for.

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx2
 
-from engine.api import EngineError, ModelLoadError
+from engine.core.api import EngineError, ModelLoadError
 from engine.remote.sse import data_objects, lines_of
 
 CONNECT_TIMEOUT_S = 5.0

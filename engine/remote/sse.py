@@ -12,7 +12,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.api import EngineError
+from engine.core.api import EngineError
 
 DONE = "[DONE]"
 MAX_LINE = 4 * 2**20  # one event; a token with its top-100 is a few KiB, so this is a broken server

@@ -1,5 +1,5 @@
 """The model's tokenizer, here on the client: so a prompt goes to the server as exact token ids
-(the history rule of `engine.api`: each reply spliced as the ids the model wrote), and every id a
+(the history rule of `engine.core.api`: each reply spliced as the ids the model wrote), and every id a
 server names can be shown as text.
 
 Loaded with `transformers` only (no MLX): from a local folder (``--tokenizer``, or the model name
@@ -15,15 +15,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.api import EngineError, Message
-from engine.prompt import TextEncoder, render_prompt
+from engine.core.api import EngineError, Message
+from engine.local.prompt import TextEncoder, render_prompt
 
 RENDER_DEADLINE_S = 5.0
 T = TypeVar("T")
 
 
 class ServerTokenizer:
-    """A Hugging Face tokenizer with the two facts `engine.prompt` reads from mlx-lm's wrapper."""
+    """A Hugging Face tokenizer with the two facts `engine.local.prompt` reads from mlx-lm's wrapper."""
 
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer = tokenizer
@@ -60,7 +60,7 @@ class ServerTokenizer:
         return out
 
     async def render(self, messages: Sequence[Message], continue_last: bool) -> list[int]:
-        """The prompt's ids (`engine.prompt.render_prompt`), off the event loop, with a deadline."""
+        """The prompt's ids (`engine.local.prompt.render_prompt`), off the event loop, with a deadline."""
         work = in_daemon_thread(render_prompt, self, messages, continue_last, self.encode_runs)
         try:
             return await asyncio.wait_for(work, RENDER_DEADLINE_S)

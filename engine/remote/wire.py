@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.api import EngineError, Message, SamplingParams
+from engine.core.api import EngineError, Message, SamplingParams
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from typing import Callable
 
 import pytest
 
-from engine.settings.config import LoadedConfig, load_config
-from engine.fake import ScriptedEngine
-from tui.app import LogitscopeApp
+from engine.core.settings.config import LoadedConfig, load_config
+from engine.scripted import ScriptedEngine
+from tui.app.application import LogitscopeApp
 
 AppFactory = Callable[..., LogitscopeApp]
 

@@ -11,21 +11,21 @@ from typing import Any
 from textual.message import Message
 from textual.widgets import DataTable
 
-from engine.api import SamplingParams
-from engine.fake import ScriptedEngine, ScriptedToken
+from engine.core.api import SamplingParams
+from engine.scripted import ScriptedEngine, ScriptedToken
 from tui_helpers import SIZE, palette_run, screen_text, send, start_reply, wait_idle
 from tui import messages as msg
-from tui.app import LogitscopeApp
-from tui.bindings import PARAM_KEYS, binding_ids
-from tui.model.params import PANEL_PARAMS, step_param
-from tui.screens.dialogs import ValueDialog
-from tui.screens.help import HelpScreen
-from tui.widgets.candidates import CandidatesPanel
-from tui.widgets.chat_input import ChatInput
-from tui.widgets.message_views import AssistantView
-from tui.widgets.params_panel import ParamsPanel
-from tui.widgets.status_bar import StatusBar
-from tui.widgets.transcript import Transcript
+from tui.app.application import LogitscopeApp
+from tui.app.bindings import PARAM_KEYS, binding_ids
+from engine.core.param_steps import PANEL_PARAMS, step_param
+from tui.app.screens.dialogs import ValueDialog
+from tui.app.screens.help import HelpScreen
+from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.chat_input import ChatInput
+from tui.app.widgets.message_views import AssistantView
+from tui.app.widgets.params_panel import ParamsPanel
+from tui.app.widgets.status_bar import StatusBar
+from tui.app.widgets.transcript import Transcript
 
 
 async def test_send_streams_a_reply_then_highlights_its_markdown(make_app: Any) -> None:
@@ -348,7 +348,7 @@ async def test_save_settings_round_trip(make_app: Any, config_path: Path) -> Non
         await pilot.press("T", "K", "ctrl+t", "ctrl+s")
         theme = app.theme
         await pilot.pause()
-    from engine.settings.config import load_config
+    from engine.core.settings.config import load_config
 
     loaded = load_config(config_path).config
     assert loaded.sampling.temperature == 0.8 and loaded.sampling.top_k == 1

@@ -1,4 +1,4 @@
-"""`python -m tui.benchprobe app`: the real engine inside the app, driven as a person types."""
+"""`python -m tui.bench.probe_app app`: the real engine inside the app, driven as a person types."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def test_the_app_probe_reports_first_token_engine_ttft_and_decode(chatml_model: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "tui.benchprobe", "app", "--model", str(chatml_model),
+    done = subprocess.run([sys.executable, "-m", "tui.bench.probe_app", "app", "--model", str(chatml_model),
                            "--turns", "2", "--tokens", "6"], capture_output=True, text=True, timeout=240, check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["turns"] == 2

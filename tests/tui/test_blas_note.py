@@ -8,8 +8,8 @@ from typing import Any
 
 from tui_helpers import SIZE, wait_idle
 
-from engine.api import ModelInfo
-from engine.fake import ScriptedEngine
+from engine.core.api import ModelInfo
+from engine.scripted import ScriptedEngine
 
 PROBLEM = ("OpenBLAS could not be loaded: the GNU Fortran runtime libgfortran.so.5 is missing "
            "(install it: sudo apt install libgfortran5, or dnf install libgfortran); using MLX's slow BLAS")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.fake import ScriptedEngine
-from tui.screens.chat import PANEL_HZ
-from tui.widgets.candidates import CandidatesPanel
+from engine.scripted import ScriptedEngine
+from tui.app.screens.chat import PANEL_HZ
+from tui.app.widgets.candidates import CandidatesPanel
 from tui_helpers import SIZE, start_reply, wait_idle
 
 

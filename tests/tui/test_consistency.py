@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.fake import ScriptedEngine, ScriptedToken
-from tui.widgets.message_views import AssistantView
-from tui.widgets.transcript import Transcript
+from engine.scripted import ScriptedEngine, ScriptedToken
+from tui.app.widgets.message_views import AssistantView
+from tui.app.widgets.transcript import Transcript
 from tui_helpers import SIZE, screen_text, send, wait_until
 
 
@@ -72,8 +72,8 @@ async def test_n_searches_every_reply_and_says_when_there_is_no_more(make_app: A
 
 
 async def test_the_value_dialog_names_a_parameter_as_the_panel_does(make_app: Any) -> None:
-    from tui.screens.dialogs import ValueDialog
-    from tui.widgets.params_panel import ParamsPanel
+    from tui.app.screens.dialogs import ValueDialog
+    from tui.app.widgets.params_panel import ParamsPanel
 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -92,8 +92,8 @@ async def test_wide_characters_do_not_widen_the_candidates_table() -> None:
     from rich.cells import cell_len
     from textual.app import App
 
-    from engine.api import Candidate, TokenEvent
-    from tui.widgets.candidates import CHARS, CandidatesPanel
+    from engine.core.api import Candidate, TokenEvent
+    from tui.app.widgets.candidates import CHARS, CandidatesPanel
 
     texts = [" plain", " 日本語の文字列です", " 🇺🇸 flag", " ok"]
     token = TokenEvent(0, 1, " ok", " ok", math.log(0.1), 0.1, 4, 1.0,
@@ -109,7 +109,7 @@ async def test_wide_characters_do_not_widen_the_candidates_table() -> None:
 
 async def test_the_status_bar_says_reused_and_gives_way_by_whole_facts(make_app: Any) -> None:
     """Before: 'cache 0/2' (cryptic), and at 80 columns 'scrip…d-demo' with the speeds cut off."""
-    from tui.widgets.status_bar import StatusBar
+    from tui.app.widgets.status_bar import StatusBar
 
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -150,7 +150,7 @@ async def test_the_palette_lists_each_action_once(make_app: Any) -> None:
 
 async def test_ctx_follows_a_resumed_chat_and_a_branch_flip(make_app: Any) -> None:
     """Before: 'ctx 0/4096' after resuming four messages, and no change after a branch flip."""
-    from tui.widgets.status_bar import StatusBar
+    from tui.app.widgets.status_bar import StatusBar
     from tui_helpers import chat_and_quit, wait_idle
 
     def ctx(app: Any) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 
 from tui_helpers import SIZE, wait_idle
 
-from engine.api import ModelInfo
-from engine.fake import ScriptedEngine
+from engine.core.api import ModelInfo
+from engine.scripted import ScriptedEngine
 
 NOTE = "the model's config states no context length; assuming 4096 tokens (set [model] max_context to change it)"
 

@@ -17,11 +17,11 @@ from rich.style import Style
 from textual.color import Color
 from textual.widget import Widget
 
-from tui.contrast import contrast, reduced
-from tui.widgets.candidates import CandidatesPanel
-from tui.widgets.chat_input import ChatInput
-from tui.widgets.params_panel import ParamsPanel
-from tui.widgets.transcript import Transcript
+from tui.app.contrast import contrast, reduced
+from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.chat_input import ChatInput
+from tui.app.widgets.params_panel import ParamsPanel
+from tui.app.widgets.transcript import Transcript
 from tui_helpers import SIZE, send
 
 Cell = tuple[str, Style]

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
-from engine.client import Engine
-from engine.settings.config import load_config
-from engine.worker import EngineWorker
-from tui.app import LogitscopeApp
+from engine.local.client import Engine
+from engine.core.settings.config import load_config
+from engine.local.worker import EngineWorker
+from tui.app.application import LogitscopeApp
 
 
 def _dies(self: EngineWorker, command: object, session: object) -> None:

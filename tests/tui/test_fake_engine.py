@@ -8,8 +8,8 @@ import math
 import pytest
 
 from engine_helpers import turn
-from engine.api import EngineAPI, EngineError, GenerateRequest, Message, ModelLoadError, SamplingParams, TokenEvent
-from engine.fake import ScriptedEngine, ScriptedToken
+from engine.core.api import EngineAPI, EngineError, GenerateRequest, Message, ModelLoadError, SamplingParams, TokenEvent
+from engine.scripted import ScriptedEngine, ScriptedToken
 
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.fake import ScriptedEngine
-from tui.widgets.chat_input import ChatInput
-from tui.widgets.status_bar import StatusBar
+from engine.scripted import ScriptedEngine
+from tui.app.widgets.chat_input import ChatInput
+from tui.app.widgets.status_bar import StatusBar
 from tui_helpers import SIZE, screen_text, send, wait_idle, wait_until
 
 

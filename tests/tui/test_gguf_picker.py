@@ -16,10 +16,10 @@ from textual.widgets import Input, OptionList
 from tinymodels import build_model
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
-from engine.settings.config import load_config
+from engine.core.settings.config import load_config
 from tui import cli
-from tui.app import LogitscopeApp
-from tui.screens.model_picker import ModelPicker
+from tui.app.application import LogitscopeApp
+from tui.app.screens.model_picker import ModelPicker
 
 HAVE_GGUF = importlib.util.find_spec("gguf") is not None
 HAVE_LLAMA = HAVE_GGUF and importlib.util.find_spec("llama_cpp") is not None

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from textual.screen import Screen
 
-from engine.fake import ScriptedEngine
-from tui.screens.chat import ChatScreen
-from tui.screens.help import HelpScreen
-from tui.widgets.key_bar import KeyBar
+from engine.scripted import ScriptedEngine
+from tui.app.screens.chat import ChatScreen
+from tui.app.screens.help import HelpScreen
+from tui.app.widgets.key_bar import KeyBar
 
 
 def _descriptions(bar: KeyBar) -> list[str]:

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tui.screens.help import HelpScreen
-from tui.widgets.candidates import CandidatesPanel
-from tui.widgets.chat_input import ChatInput
-from tui.widgets.params_panel import ParamsPanel
-from tui.widgets.transcript import Transcript
+from tui.app.screens.help import HelpScreen
+from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.chat_input import ChatInput
+from tui.app.widgets.params_panel import ParamsPanel
+from tui.app.widgets.transcript import Transcript
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
 
@@ -102,7 +102,7 @@ async def test_brackets_keep_the_token_cursor(make_app: Any) -> None:
 
 async def test_shift_tab_inspects_a_streaming_reply_without_stopping_it(make_app: Any) -> None:
     """Esc stops a streaming reply; Shift+Tab reaches the transcript and leaves it running."""
-    from engine.fake import ScriptedEngine
+    from engine.scripted import ScriptedEngine
     from tui_helpers import start_reply
 
     app = make_app(ScriptedEngine(token_delay=0.05))
@@ -120,8 +120,8 @@ async def test_shift_tab_inspects_a_streaming_reply_without_stopping_it(make_app
 
 async def test_the_footer_follows_focus_and_state(make_app: Any) -> None:
     """Before: the footer never showed the core interaction (arrows, digits, n; Esc to stop)."""
-    from engine.fake import ScriptedEngine
-    from tui.widgets.key_bar import KeyBar
+    from engine.scripted import ScriptedEngine
+    from tui.app.widgets.key_bar import KeyBar
     from tui_helpers import start_reply
 
     app = make_app(ScriptedEngine(token_delay=0.05))

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from engine.fake import ScriptedEngine, ScriptedToken
-from tui.widgets.candidates import CandidatesPanel
-from tui.widgets.chat_input import ChatInput
-from tui.widgets.message_views import AssistantView, fit_parts
-from tui.widgets.params_panel import ParamsPanel
-from tui.widgets.transcript import Transcript
+from engine.scripted import ScriptedEngine, ScriptedToken
+from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.chat_input import ChatInput
+from tui.app.widgets.message_views import AssistantView, fit_parts
+from tui.app.widgets.params_panel import ParamsPanel
+from tui.app.widgets.transcript import Transcript
 from tui_helpers import screen_text, send, wait_until
 
 TEN = ScriptedToken(" a", 0.3, tuple((f" alt{n}", 0.07) for n in range(1, 10)))
@@ -134,7 +134,7 @@ async def test_previews_never_squeeze_the_candidates_panel(make_app: Any, size: 
     """Found in tmux at 80x24: the "what if" panel took the row under the chat, leaving the
     candidates panel 4 columns and the parameters none (its narrow-layout rule was scoped to the
     widget, so it never matched). Under the chat there is no room for it; beside the chat there is."""
-    from tui.widgets.previews import PreviewsPanel
+    from tui.app.widgets.previews import PreviewsPanel
 
     app = make_app()
     async with app.run_test(size=size) as pilot:

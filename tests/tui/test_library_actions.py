@@ -8,9 +8,9 @@ import json
 from conftest import AppFactory
 from tui_helpers import SIZE, palette_run, send, wait_until
 
-from engine.settings import data_dir
-from tui.library_actions import EXPORT_FOLDER
-from tui.model.fileformat import conversation_from_dict, conversation_to_dict
+from engine.core.settings import data_dir
+from tui.app.library_actions import EXPORT_FOLDER
+from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 
 
 async def test_copy_the_selected_token_and_the_message(make_app: AppFactory) -> None:

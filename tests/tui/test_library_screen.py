@@ -10,11 +10,11 @@ from typing import Any
 from conftest import AppFactory
 from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
 
-from engine.api import Candidate, SamplingParams, TokenEvent
-from engine.library import Library
-from tui.model.conversation import Conversation, Node, Version
-from tui.model.fileformat import conversation_to_dict
-from tui.screens.library import LibraryScreen
+from engine.core.api import Candidate, SamplingParams, TokenEvent
+from engine.core.library import Library
+from engine.core.chat.conversation import Conversation, Node, Version
+from engine.core.chat.fileformat import conversation_to_dict
+from tui.app.screens.library import LibraryScreen
 
 
 def _chat(question: str, answer: str) -> Conversation:

@@ -11,11 +11,11 @@ import pytest
 from conftest import AppFactory
 from tui_helpers import SIZE, send, start_reply, wait_idle, wait_until
 
-from engine.fake import ScriptedEngine
-from engine.library import Library
+from engine.scripted import ScriptedEngine
+from engine.core.library import Library
 from tui import library_sync
-from tui.app import LogitscopeApp
-from tui.model.fileformat import conversation_from_dict
+from tui.app.application import LogitscopeApp
+from engine.core.chat.fileformat import conversation_from_dict
 
 
 def _library(app: LogitscopeApp) -> Library:
@@ -98,10 +98,10 @@ async def test_a_resumed_chat_keeps_its_row(tmp_path: Path, make_app: AppFactory
 def test_the_snapshot_is_cheap_and_stays_as_it_was() -> None:
     """The loop hands the writing thread a shallow copy (conversion ran on the loop before: 70 ms
     for a 10,000-token chat); the live chat growing on must not change what is being saved."""
-    from engine.api import Candidate, SamplingParams, TokenEvent
-    from tui.library_sync import frozen_copy
-    from tui.model.conversation import Conversation, Node, Version
-    from tui.model.fileformat import conversation_to_dict
+    from engine.core.api import Candidate, SamplingParams, TokenEvent
+    from tui.app.library_sync import frozen_copy
+    from engine.core.chat.conversation import Conversation, Node, Version
+    from engine.core.chat.fileformat import conversation_to_dict
 
     token = TokenEvent(0, 5, "x", "x", -0.5, 0.5, 1, 1.0, (Candidate(5, "x", -0.5, 0.5),))
     live = Conversation("sys")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_tmux import Tmux, pytestmark, tmux  # noqa: F401  (the fixture and the skip)
 
-from engine.library import Library
-from engine.settings.paths import data_dir
-from tui.model.fileformat import conversation_from_dict
+from engine.core.library import Library
+from engine.core.settings.paths import data_dir
+from engine.core.chat.fileformat import conversation_from_dict
 
 
 def _partial_reply(path: Path) -> int:
@@ -35,7 +35,7 @@ def _partial_reply(path: Path) -> int:
 @pytest.mark.slow
 def test_sigkill_mid_reply_keeps_the_chat(tmux: Tmux) -> None:  # noqa: F811
     path = data_dir() / "library.sqlite3"
-    tmux.start(f"LOGITSCOPE_FAKE_DELAY=0.4 {sys.executable} -m tui.cli --fake-engine")
+    tmux.start(f"LOGITSCOPE_FAKE_DELAY=0.4 {sys.executable} -m tui.main --fake-engine")
     tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
     tmux.type_line("tell me")
     tmux.wait_for(lambda s: "streaming" in s)
@@ -55,7 +55,7 @@ def test_sigkill_mid_reply_keeps_the_chat(tmux: Tmux) -> None:  # noqa: F811
 @pytest.mark.slow
 def test_library_screen_end_to_end(tmux: Tmux) -> None:  # noqa: F811
     """Chat, quit, start again: Ctrl+G lists the chat, typing finds it, Enter reopens it."""
-    command = f"LOGITSCOPE_FAKE_DELAY=0.001 {sys.executable} -m tui.cli --fake-engine"
+    command = f"LOGITSCOPE_FAKE_DELAY=0.001 {sys.executable} -m tui.main --fake-engine"
     tmux.start(command)
     tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
     tmux.type_line("penguins in winter")
@@ -79,7 +79,7 @@ def test_two_apps_write_the_same_library(tmp_path: Path) -> None:
     apps = [Tmux(tmp_path / f"app{n}") for n in range(2)]
     try:
         for tmux_n in apps:
-            tmux_n.start(f"LOGITSCOPE_FAKE_DELAY=0.05 {sys.executable} -m tui.cli --fake-engine")
+            tmux_n.start(f"LOGITSCOPE_FAKE_DELAY=0.05 {sys.executable} -m tui.main --fake-engine")
         for tmux_n in apps:
             tmux_n.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
         for n, tmux_n in enumerate(apps):

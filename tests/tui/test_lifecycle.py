@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.fake import ScriptedEngine
+from engine.scripted import ScriptedEngine
 from tui_helpers import SIZE, screen_text, start_reply, wait_idle, wait_until
-from tui.widgets.chat_input import ChatInput
+from tui.app.widgets.chat_input import ChatInput
 
 
 async def test_model_load_error_is_a_notification(make_app: Any) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.widgets.markdown_marks import markdown_marks
+from tui.app.widgets.markdown_marks import markdown_marks
 
 TEXT = ("# Title\n\nSome **bold**, *it* and `co*de*` in snake_case_name, [a](http://x).\n"
         "- one\n1. **two**\n> quo *t*\n---\n```python\nx = 1  # *not*\n```\n## Sub")

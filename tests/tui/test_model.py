@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.api import PARAM_LIMITS, Candidate, ParamError, SamplingParams, TokenEvent
-from tui.model.conversation import Conversation, Node, TurnStats, Version
-from tui.model.params import PANEL_PARAMS, format_param, parse_param, step_param
-from tui.model.store import load_conversation, save_conversation
+from engine.core.api import PARAM_LIMITS, Candidate, ParamError, SamplingParams, TokenEvent
+from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
+from engine.core.param_steps import PANEL_PARAMS, format_param, parse_param, step_param
+from engine.core.chat.store import load_conversation, save_conversation
 
 
 def _token(i: int, text: str, p: float = 0.5) -> TokenEvent:
@@ -128,8 +128,8 @@ def test_format_param() -> None:
 
 
 async def test_screenshot_helper_writes_an_svg(tmp_path: Path) -> None:
-    from engine.fake import ScriptedEngine
-    from tui.screenshot import take
+    from engine.scripted import ScriptedEngine
+    from tui.app.screenshot import take
 
     out = await take(tmp_path / "shot.svg", ScriptedEngine(), "Say hello")
     text = out.read_text(encoding="utf-8")

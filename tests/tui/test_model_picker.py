@@ -12,13 +12,13 @@ import pytest
 from textual.widgets import Input, OptionList
 
 from engine.models import hub
-from engine.api import ModelInfo
-from engine.fake import ScriptedEngine
+from engine.core.api import ModelInfo
+from engine.scripted import ScriptedEngine
 from tui import cli
-from tui.app import LogitscopeApp
-from tui.screens.model_picker import ModelPicker
-from tui.widgets.chat_input import ChatInput
-from tui.widgets.status_bar import StatusBar, compute_label
+from tui.app.application import LogitscopeApp
+from tui.app.screens.model_picker import ModelPicker
+from tui.app.widgets.chat_input import ChatInput
+from tui.app.widgets.status_bar import StatusBar, compute_label
 from tui_helpers import SIZE, palette_run, screen_text, send, wait_idle, wait_until
 
 CACHED = hub.ModelEntry("org/cached-model", "org/cached-model", "cache", "/hf/org--cached-model", 1_500_000_000)

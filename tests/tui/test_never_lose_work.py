@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from engine.api import Message
-from engine.fake import ScriptedEngine
-from tui.widgets.chat_input import ChatInput
-from tui.widgets.status_bar import StatusBar
+from engine.core.api import Message
+from engine.scripted import ScriptedEngine
+from tui.app.widgets.chat_input import ChatInput
+from tui.app.widgets.status_bar import StatusBar
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
 
@@ -179,7 +179,7 @@ def _lock_library(app: Any) -> Any:
     """Hold the library's write lock, so saving to it fails (after its 1 s busy timeout)."""
     import sqlite3
 
-    from engine.library import Library
+    from engine.core.library import Library
 
     Library(app.library.path).close()
     holder = sqlite3.connect(app.library.path, isolation_level=None)
@@ -188,8 +188,8 @@ def _lock_library(app: Any) -> Any:
 
 
 async def test_ctrl_n_keeps_the_chat_in_the_library_without_asking(make_app: Any) -> None:
-    from engine.library import Library
-    from tui.screens.replace_chat import ReplaceChatDialog
+    from engine.core.library import Library
+    from tui.app.screens.replace_chat import ReplaceChatDialog
 
     app = make_app(ScriptedEngine())
     async with app.run_test(size=SIZE) as pilot:
@@ -206,7 +206,7 @@ async def test_ctrl_n_keeps_the_chat_in_the_library_without_asking(make_app: Any
 
 
 async def test_ctrl_n_asks_first_and_esc_keeps_the_chat(make_app: Any) -> None:
-    from tui.screens.replace_chat import ReplaceChatDialog
+    from tui.app.screens.replace_chat import ReplaceChatDialog
 
     app = make_app(ScriptedEngine())
     _lock = _lock_library(app)
@@ -225,8 +225,8 @@ async def test_ctrl_n_asks_first_and_esc_keeps_the_chat(make_app: Any) -> None:
 
 
 async def test_save_and_continue_keeps_the_chat_in_a_file(make_app: Any, tmp_path: Any) -> None:
-    from tui.model.store import load_conversation
-    from tui.screens.replace_chat import ReplaceChatDialog
+    from engine.core.chat.store import load_conversation
+    from tui.app.screens.replace_chat import ReplaceChatDialog
 
     app = make_app(ScriptedEngine())
     _lock = _lock_library(app)
@@ -243,8 +243,8 @@ async def test_save_and_continue_keeps_the_chat_in_a_file(make_app: Any, tmp_pat
 
 async def test_resume_asks_before_replacing_the_live_chat(make_app: Any, tmp_path: Any) -> None:
     """Ctrl+L then Ctrl+Q used to leave the chat that was live in no file."""
-    from tui.model.store import load_conversation
-    from tui.screens.replace_chat import ReplaceChatDialog
+    from engine.core.chat.store import load_conversation
+    from tui.app.screens.replace_chat import ReplaceChatDialog
     from tui_helpers import chat_and_quit
 
     await chat_and_quit(make_app)
@@ -264,7 +264,7 @@ async def test_resume_asks_before_replacing_the_live_chat(make_app: Any, tmp_pat
 
 
 async def _at_bottom(app: Any, pilot: Any) -> bool:
-    from tui.widgets.transcript import Transcript
+    from tui.app.widgets.transcript import Transcript
 
     transcript = app.screen.query_one(Transcript)
     await pilot.pause()
@@ -273,7 +273,7 @@ async def _at_bottom(app: Any, pilot: Any) -> bool:
 
 
 async def _use_the_cursor(app: Any, pilot: Any) -> None:
-    from tui.widgets.transcript import Transcript
+    from tui.app.widgets.transcript import Transcript
 
     await pilot.press("escape", "up", "up", "right")  # inspect a token of an earlier reply
     await pilot.pause()
@@ -307,8 +307,8 @@ async def test_after_the_cursor_a_flip_shows_the_newest_message(make_app: Any) -
 
 
 async def test_after_the_cursor_a_resumed_chat_shows_its_end(make_app: Any, tmp_path: Any) -> None:
-    from tui.model.conversation import Conversation, Node, Version
-    from tui.model.store import last_conversation_path, save_conversation
+    from engine.core.chat.conversation import Conversation, Node, Version
+    from engine.core.chat.store import last_conversation_path, save_conversation
 
     saved = Conversation()
     for n in range(12):  # taller than the live chat: its end was left below the view
@@ -329,7 +329,7 @@ async def test_after_the_cursor_a_resumed_chat_shows_its_end(make_app: Any, tmp_
 
 
 async def test_new_chat_clears_the_candidates_panel_and_the_status(make_app: Any) -> None:
-    from tui.widgets.candidates import CandidatesPanel
+    from tui.app.widgets.candidates import CandidatesPanel
 
     app = make_app(ScriptedEngine(token_delay=0.05))
     async with app.run_test(size=SIZE) as pilot:
@@ -347,9 +347,9 @@ async def test_new_chat_clears_the_candidates_panel_and_the_status(make_app: Any
 
 
 async def test_f7_deletes_a_chosen_message_and_f6_edits_an_earlier_one(make_app: Any) -> None:
-    from tui.screens.dialogs import TextDialog
-    from tui.screens.message_picker import MessagePicker
-    from tui.screens.replace_chat import ReplaceChatDialog
+    from tui.app.screens.dialogs import TextDialog
+    from tui.app.screens.message_picker import MessagePicker
+    from tui.app.screens.replace_chat import ReplaceChatDialog
 
     engine = ScriptedEngine()
     app = make_app(engine)
@@ -392,7 +392,7 @@ async def test_a_message_sent_while_busy_stays_in_the_input(make_app: Any) -> No
 async def test_dropping_keeps_the_start_of_the_prompt_while_it_fits() -> None:
     """The same oldest messages are left out turn after turn (the cache's prefix stays), and when
     more must go, a quarter of the context goes, so the next turns fit again."""
-    from tui.model.context import fit
+    from engine.core.chat.context import fit
 
     async def count(messages: Any) -> int:
         return sum(1 + len(m.text.split()) for m in messages)
@@ -427,7 +427,7 @@ async def test_an_engine_that_fails_to_count_gives_the_message_back(make_app: An
 
 
 async def test_an_engine_bug_mid_reply_is_one_line_and_the_chat_goes_on(make_app: Any) -> None:
-    from engine.api import GenerateRequest
+    from engine.core.api import GenerateRequest
 
     class Buggy(ScriptedEngine):
         async def _generate(self, request: GenerateRequest) -> Any:  # type: ignore[override]

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from textual.color import Color
 
-from engine.api import Candidate, TokenEvent
-from engine.fake import ScriptedEngine, ScriptedToken
-from tui.contrast import distance, eight_bit, reduced
-from tui.screens.help import HelpScreen
-from tui.themes import load_builtin_themes
-from tui.widgets.candidates import CandidatesPanel
-from tui.widgets.heat_legend import HeatLegend
-from tui.widgets.render import HeatPalette, percent
-from tui.widgets.transcript import Transcript
+from engine.core.api import Candidate, TokenEvent
+from engine.scripted import ScriptedEngine, ScriptedToken
+from tui.app.contrast import distance, eight_bit, reduced
+from tui.app.screens.help import HelpScreen
+from tui.app.themes import load_builtin_themes
+from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.heat_legend import HeatLegend
+from tui.app.widgets.render import HeatPalette, percent
+from tui.app.widgets.transcript import Transcript
 from tui_helpers import SIZE, screen_text, send, wait_until
 
 RARE = ScriptedToken(" zebra", 3e-5, ((" cat", 0.6), (" dog", 0.3), (" owl", 0.0004)))

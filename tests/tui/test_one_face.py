@@ -19,12 +19,12 @@ import pytest
 from byte_replies import byte_reply
 from tui_helpers import screen_text, send, wait_idle, wait_until
 
-from engine.api import EngineEvent, GenerateRequest, SamplingParams, TokenEvent, TurnFinished
-from engine.fake import ScriptedEngine, ScriptedToken
-from tui.model.conversation import Conversation, Node, Version
-from tui.model.store import last_conversation_path, save_conversation
-from tui.widgets.message_views import AssistantView
-from tui.widgets.render import visible
+from engine.core.api import EngineEvent, GenerateRequest, SamplingParams, TokenEvent, TurnFinished
+from engine.scripted import ScriptedEngine, ScriptedToken
+from engine.core.chat.conversation import Conversation, Node, Version
+from engine.core.chat.store import last_conversation_path, save_conversation
+from tui.app.widgets.message_views import AssistantView
+from tui.app.widgets.render import visible
 
 MARKDOWN = [
     "# Title", "\n\n", "Some ", "**", "bold", "**", " and ", "*", "italic", "*", " words", " with", " `", "code",

@@ -8,9 +8,9 @@ from typing import Any
 
 from tui_helpers import SIZE, screen_text, send, wait_idle, wait_until
 
-from engine.api import EngineError, PreviewEvent, PreviewRequest
-from engine.fake import ScriptedEngine
-from tui.widgets.previews import PreviewsPanel
+from engine.core.api import EngineError, PreviewEvent, PreviewRequest
+from engine.scripted import ScriptedEngine
+from tui.app.widgets.previews import PreviewsPanel
 
 FAST = "[preview]\ndelay_ms = 30\n"
 
@@ -97,7 +97,7 @@ async def test_an_engine_without_previews_says_so_once(make_app: Any) -> None:
 
 async def test_preview_text_is_shown_as_data(make_app: Any) -> None:
     """Model text in a preview (markup-like, a terminal escape, a line break) is shown, never obeyed."""
-    from engine.fake import ScriptedToken
+    from engine.scripted import ScriptedToken
 
     script = [["A", ScriptedToken(" B", 0.5, (("[b]C", 0.3),)), "\x1b[2J", "\n", "[red]z"]]
     app = make_app(ScriptedEngine(script), config_text=FAST)

@@ -1,4 +1,4 @@
-"""`python -m tui.benchprobe previews`: key -> screen timed while the real engine computes previews."""
+"""`python -m tui.bench.probe_app previews`: key -> screen timed while the real engine computes previews."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 @pytest.mark.slow
 def test_the_previews_probe_times_keys_while_previews_compute(chatml_model: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "tui.benchprobe", "previews", "--model", str(chatml_model),
+    done = subprocess.run([sys.executable, "-m", "tui.bench.probe_app", "previews", "--model", str(chatml_model),
                            "--presses", "3"], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -17,9 +17,9 @@ from typing import Any, AsyncGenerator
 
 import pytest
 
-from engine.api import EngineEvent, GenerateRequest
-from engine.fake import ScriptedEngine
-from tui.cli import after_exit
+from engine.core.api import EngineEvent, GenerateRequest
+from engine.scripted import ScriptedEngine
+from tui.main import after_exit
 from tui_helpers import SIZE, send, start_reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ async def test_a_save_that_fails_at_quit_is_one_line_on_exit(make_app: Any, tmp_
 
 
 def test_a_fifo_at_the_config_path_never_hangs_start_up(tmp_path: Path) -> None:
-    from engine.settings import load_config
+    from engine.core.settings import load_config
 
     fifo = tmp_path / "config.toml"
     os.mkfifo(fifo)
@@ -106,7 +106,7 @@ def test_sigterm_mid_reply_saves_restores_the_terminal_and_exits(tmp_path: Path)
     tmux = Tmux(tmp_path)
     marker = tmp_path / "exit-code"
     try:
-        app = f"echo $$ > {tmp_path / 'pid'}; exec {sys.executable} -m tui.cli --fake-engine"
+        app = f"echo $$ > {tmp_path / 'pid'}; exec {sys.executable} -m tui.main --fake-engine"
         tmux.start(f"LOGITSCOPE_FAKE_DELAY=0.3 sh -c '{app}'; echo $? > {marker}; echo EXITED; sleep 30")
         tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
         tmux.type_line("tell me")
@@ -127,7 +127,7 @@ async def test_quitting_asks_first_when_no_save_can_take_the_chat(make_app: Any,
     """A full disk: the library cannot commit the chat and the resume file cannot be written. Ctrl+Q
     used to leave at once with one line, the chat gone; now it asks (save elsewhere, discard, or
     stay: free some space and quit again), as replacing the chat does."""
-    from tui.screens.replace_chat import ReplaceChatDialog
+    from tui.app.screens.replace_chat import ReplaceChatDialog
 
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")

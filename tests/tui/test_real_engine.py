@@ -1,4 +1,4 @@
-"""End to end: the app on the real `engine.client.Engine` with a tiny random model (offline)."""
+"""End to end: the app on the real `engine.local.client.Engine` with a tiny random model (offline)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from engine.settings.config import load_config
-from tui.app import LogitscopeApp
-from tui.widgets.candidates import CandidatesPanel
+from engine.core.settings.config import load_config
+from tui.app.application import LogitscopeApp
+from tui.app.widgets.candidates import CandidatesPanel
 from tui_helpers import SIZE, send, wait_idle
 
-client = pytest.importorskip("engine.client", reason="engine.client is not there yet")
+client = pytest.importorskip("engine.local.client", reason="engine.local.client is not there yet")
 
 
 async def test_chat_inspect_branch_and_quit_on_a_tiny_model(chatml_model: Path, tmp_path: Path) -> None:

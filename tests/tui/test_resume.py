@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.fake import ScriptedEngine
-from tui.model.store import last_conversation_path
-from tui.widgets.transcript import Transcript
+from engine.scripted import ScriptedEngine
+from engine.core.chat.store import last_conversation_path
+from tui.app.widgets.transcript import Transcript
 from tui_helpers import SIZE, chat_and_quit, palette_run, screen_text, send, wait_idle, wait_until
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from engine.api import Candidate, SamplingParams, TokenEvent
-from engine.fake import ScriptedEngine
-from tui.model.conversation import Conversation, Node, Version
-from tui.model.store import last_conversation_path, load_conversation, save_conversation
+from engine.core.api import Candidate, SamplingParams, TokenEvent
+from engine.scripted import ScriptedEngine
+from engine.core.chat.conversation import Conversation, Node, Version
+from engine.core.chat.store import last_conversation_path, load_conversation, save_conversation
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
 

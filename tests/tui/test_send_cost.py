@@ -10,11 +10,11 @@ import pytest
 from textual.screen import Screen
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
-from engine.api import EngineEvent, GenerateRequest
-from engine.fake import ScriptedEngine
-from tui.widgets.message_views import AssistantView, UserView
-from tui.widgets.token_chunk import TokenChunk
-from tui.widgets.transcript import Transcript
+from engine.core.api import EngineEvent, GenerateRequest
+from engine.scripted import ScriptedEngine
+from tui.app.widgets.message_views import AssistantView, UserView
+from tui.app.widgets.token_chunk import TokenChunk
+from tui.app.widgets.transcript import Transcript
 
 
 async def test_the_engine_is_asked_before_the_new_messages_are_mounted(

@@ -15,7 +15,7 @@ import pytest
 from textual.widgets import Input
 
 from engine.models import hub
-from tui.widgets.chat_input import ChatInput
+from tui.app.widgets.chat_input import ChatInput
 from tui_helpers import SIZE, send, wait_idle
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.fake import ScriptedEngine
+from engine.scripted import ScriptedEngine
 from tui_helpers import wait_idle
-from tui.widgets.status_bar import StatusBar
+from tui.app.widgets.status_bar import StatusBar
 
 
 def test_fit_name_cuts_long_names_in_the_middle() -> None:
-    from tui.widgets.status_bar import fit_name
+    from tui.app.widgets.status_bar import fit_name
 
     assert fit_name("demo", 40) == "demo"
     name = "mlx-community/Qwen2.5-Coder-32B-Instruct-abliterated-4bit"

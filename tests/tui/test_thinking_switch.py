@@ -10,18 +10,18 @@ from typing import Any
 
 from textual.widgets import Static
 
-from tui.model.fileformat import conversation_from_dict, conversation_to_dict
-from tui.widgets.candidates import CandidatesPanel
-from tui.widgets.message_views import AssistantView
-from tui.widgets.status_bar import StatusBar
-from tui.widgets.thinking_fold import ThinkingBlock, thinking_block
-from tui.widgets.token_chunk import TokenChunk
-from tui.widgets.transcript import Transcript
+from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
+from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.message_views import AssistantView
+from tui.app.widgets.status_bar import StatusBar
+from tui.app.widgets.thinking_fold import ThinkingBlock, thinking_block
+from tui.app.widgets.token_chunk import TokenChunk
+from tui.app.widgets.transcript import Transcript
 from test_previews import FAST, all_done
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
-from engine.api import TokenEvent
-from engine.fake import ScriptedEngine
+from engine.core.api import TokenEvent
+from engine.scripted import ScriptedEngine
 
 
 def _bar(app: Any) -> str:

@@ -1,4 +1,4 @@
-"""The app in a real terminal: tmux runs `python -m tui.cli --fake-engine`, keys go in with
+"""The app in a real terminal: tmux runs `python -m tui.main --fake-engine`, keys go in with
 send-keys, the screen comes back with capture-pane. Skipped when tmux is not installed."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def tmux(tmp_path: Path) -> Tmux:
 
 def test_chat_in_a_real_terminal_then_quit(tmux: Tmux, tmp_path: Path) -> None:
     marker = tmp_path / "exit-code"
-    tmux.start(f"{sys.executable} -m tui.cli --fake-engine; echo $? > {marker}; echo EXITED; sleep 30")
+    tmux.start(f"{sys.executable} -m tui.main --fake-engine; echo $? > {marker}; echo EXITED; sleep 30")
     tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
     tmux.type_line("hello there")
     screen = tmux.wait_for(lambda s: "and branches." in s and "decode" in s)
@@ -102,7 +102,7 @@ def test_terminal_closed_mid_reply_exits_cleanly(tmux: Tmux, tmp_path: Path) -> 
     marker = tmp_path / "exit-code"
     wrapper = (
         "import signal, subprocess, sys; "
-        "p = subprocess.Popen([sys.executable, '-m', 'tui.cli', '--fake-engine']); "
+        "p = subprocess.Popen([sys.executable, '-m', 'tui.main', '--fake-engine']); "
         "signal.signal(signal.SIGHUP, lambda *_: p.send_signal(signal.SIGHUP)); "
         f"open({str(marker)!r}, 'w').write(str(p.wait()))"
     )
@@ -122,7 +122,7 @@ def test_terminal_closed_mid_reply_exits_cleanly(tmux: Tmux, tmp_path: Path) -> 
 def test_a_line_typed_in_one_burst_with_enter_is_sent_whole(tmux: Tmux) -> None:
     """Text and Enter arriving in one read (fast typing, tmux, a pasted line without bracketed
     paste) must send the whole text: Enter's priority binding may not overtake the characters."""
-    tmux.start(f"{sys.executable} -m tui.cli --fake-engine; sleep 30")
+    tmux.start(f"{sys.executable} -m tui.main --fake-engine; sleep 30")
     tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
     tmux.run("send-keys", "-t", "t", "quick burst line", "Enter")
     screen = tmux.wait_for(lambda s: "and branches." in s and "decode" in s)

@@ -18,7 +18,7 @@ def _rows(screen: str) -> list[str]:
 
 
 def test_shrinking_the_terminal_moves_the_panels_under_the_chat(tmux: Tmux) -> None:  # noqa: F811
-    tmux.start(f"{sys.executable} -m tui.cli --fake-engine; sleep 30")
+    tmux.start(f"{sys.executable} -m tui.main --fake-engine; sleep 30")
     tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
     tmux.type_line("hello there")
     tmux.wait_for(lambda s: "and branches." in s and "decode" in s)

@@ -15,15 +15,15 @@ from textual.strip import Strip
 from textual.style import Style
 from textual.visual import RenderOptions, Visual
 
-from engine.api import TokenEvent
-from engine.fake import ScriptedEngine
+from engine.core.api import TokenEvent
+from engine.scripted import ScriptedEngine
 from tui import messages as msg
-from tui.widgets import token_chunk, token_layout
-from tui.widgets.message_views import AssistantView
-from tui.widgets.markdown_marks import markdown_marks
-from tui.widgets.render import HeatPalette, mark_style, render_tokens, token_display, token_style
-from tui.widgets.token_layout import ParagraphWrap, TokenLayout, line_strip
-from tui.widgets.transcript import Transcript
+from tui.app.widgets import token_chunk, token_layout
+from tui.app.widgets.message_views import AssistantView
+from tui.app.widgets.markdown_marks import markdown_marks
+from tui.app.widgets.render import HeatPalette, mark_style, render_tokens, token_display, token_style
+from tui.app.widgets.token_layout import ParagraphWrap, TokenLayout, line_strip
+from tui.app.widgets.transcript import Transcript
 from tui_helpers import SIZE, screen_text, send
 
 PIECES = ["a", "bb", " ", "  ", "\n", "ccc", "dddddddddddddddd", "é", "漢字", " x", "y ", "\n\n", "",

@@ -12,9 +12,9 @@ from tui import cli
 
 def test_run_and_bench_are_forwarded(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[str]] = []
-    fake = types.ModuleType("engine.cli")
+    fake = types.ModuleType("tui.headless")
     fake.main = lambda argv: seen.append(list(argv)) or 7  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "engine.cli", fake)
+    monkeypatch.setitem(sys.modules, "tui.headless", fake)
     assert cli.main(["run", "--prompt", "hi"]) == 7
     assert cli.main(["bench", "--model", "demo"]) == 7
     assert seen == [["run", "--prompt", "hi"], ["bench", "--model", "demo"]]

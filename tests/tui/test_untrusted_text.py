@@ -14,15 +14,15 @@ import pytest
 from textual.widgets import Input
 from tui_helpers import SIZE, screen_text, send, wait_idle, wait_until
 
-from engine.api import EngineError
-from engine.fake import ScriptedEngine, ScriptedToken
+from engine.core.api import EngineError
+from engine.scripted import ScriptedEngine, ScriptedToken
 from engine.models import hub
-from engine.settings import printable
-from tui.model.conversation import Conversation, Node, Version
-from tui.model.store import last_conversation_path, save_conversation
-from tui.screens.model_picker import ModelPicker
-from tui.widgets.params_panel import ParamsPanel
-from tui.widgets.status_bar import StatusBar
+from engine.core.settings import printable
+from engine.core.chat.conversation import Conversation, Node, Version
+from engine.core.chat.store import last_conversation_path, save_conversation
+from tui.app.screens.model_picker import ModelPicker
+from tui.app.widgets.params_panel import ParamsPanel
+from tui.app.widgets.status_bar import StatusBar
 
 MARKUP = ("[/]", "[bold]x[/]", "[link=x]y[/link]")
 ESCAPES = ("\x1b]52;c;aGk=\x07", "\x1b]0;TITLE\x07", "\x1b[2J", "\x1b")
@@ -97,8 +97,8 @@ async def test_model_folder_name_in_a_load_error_toast(make_app: Any) -> None:
 
 
 async def test_model_given_on_the_command_line(tmp_path: Path, make_app: Any) -> None:
-    from engine.settings import load_config
-    from tui.app import LogitscopeApp
+    from engine.core.settings import load_config
+    from tui.app.application import LogitscopeApp
 
     engine = ScriptedEngine(load_error="cannot open ~/" + HOSTILE)
     app = LogitscopeApp(engine, load_config(tmp_path / "none.toml"), model="~/[/]x\x1b]0;T\x07",
@@ -220,7 +220,7 @@ async def test_pasted_text_in_the_chat_input(make_app: Any) -> None:
     """A paste (a web page, another terminal) is the one way an ESC gets into the input."""
     from textual.events import Paste
 
-    from tui.widgets.chat_input import ChatInput
+    from tui.app.widgets.chat_input import ChatInput
 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -255,9 +255,9 @@ async def test_a_real_model_with_a_crafted_tokenizer(chatml_model: Path, tmp_pat
     """The real engine end to end: a reply decoded full of ESC and BEL is drawn defused."""
     from crafted import escaping_tokenizer
 
-    from engine.client import Engine
-    from engine.settings import load_config
-    from tui.app import LogitscopeApp
+    from engine.local.client import Engine
+    from engine.core.settings import load_config
+    from tui.app.application import LogitscopeApp
 
     model = escaping_tokenizer(chatml_model, tmp_path / "escaping")
     engine = Engine()
@@ -289,7 +289,7 @@ async def test_a_huge_echoed_value_is_cut_in_the_toast(make_app: Any) -> None:
 async def test_the_message_picker_rows_are_literal(make_app: Any) -> None:
     """F6/F7 list the chat's messages: a user's "[/]" crashed the picker (OptionList reads a str
     as markup)."""
-    from tui.screens.message_picker import MessagePicker
+    from tui.app.screens.message_picker import MessagePicker
 
     app = make_app()
     async with app.run_test(size=SIZE, notifications=True) as pilot:

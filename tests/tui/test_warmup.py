@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.api import Message
-from engine.fake import ScriptedEngine
+from engine.core.api import Message
+from engine.scripted import ScriptedEngine
 from tui_helpers import SIZE, chat_and_quit, palette_run, send, wait_idle, wait_until
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.app import App
 
-from engine.fake import ScriptedEngine
+from engine.scripted import ScriptedEngine
 
 SIZE = (120, 36)  # every headless test and snapshot uses this terminal size
 

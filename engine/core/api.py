@@ -1,0 +1,413 @@
+"""The narrow door between the engine and its callers: plain, frozen data and one protocol.
+
+Everything that crosses between the engine thread and a caller (the TUI, the headless CLI, the
+benchmark, tests) is defined here. Only plain Python values cross: ints, floats, strings, tuples.
+No `mx.array` ever leaves the engine.
+
+Commands go in as method calls on an `EngineAPI`; events come out of `EngineAPI.generate` as an
+async stream of `TokenEvent`s closed by exactly one `TurnFinished` (or an `EngineError` is raised).
+
+The conversation is owned by the caller and sent whole with every request (`GenerateRequest`).
+The engine renders it with the model's chat template, finds the longest common token prefix with
+what already sits in its KV cache, trims the cache to that prefix and prefills only the rest. So
+regenerate, edit-and-resend and branch are all just "send a different conversation": whatever is
+shared with the cache is reused, and `TurnFinished.reused_tokens` says how much.
+
+## What the model saw is what it sees (the history rule)
+
+What the model saw when it wrote a reply is what it sees of that reply later: turn k's
+`prompt_ids` start with turn k-1's `prompt_ids` followed by its reply's ids (`Message.token_ids`).
+Then come the template's own text after the reply (its end-of-turn marker placed right after the
+reply, as a model that stops writes it), the new message and the generation prompt. Where a
+template renders a reply in the history differently from what the model saw (a leading space,
+trimmed whitespace, a stripped thinking block, another role header than its generation prompt),
+the engine keeps what the model saw, deliberately: the earlier turns stay in the cache unchanged,
+and the model is never conditioned on ids it did not produce after a prompt it was not given. So
+a prompt may differ from `apply_chat_template` of the same chat after its first reply; the first
+turn's ids are exactly `apply_chat_template(..., tokenize=True)`'s. Text between replies is
+tokenized as the whole text would be (no start-of-text ``▁`` of SentencePiece-style tokenizers
+in the middle of a prompt). Only an edit, a regenerate or a branch rewinds the cache, and only to
+where the new conversation parts from the old one; for caches that cannot be trimmed (SSM and
+hybrid models, wrapped sliding windows) the engine restores a snapshot taken at the newest turn
+boundaries instead of reading the history again.
+
+## What the probabilities mean (defined once, here)
+
+For every generated token the engine computes, from the model's logits at that position:
+
+- **raw distribution** ``p_raw``: ``softmax(logits after penalties)`` at temperature 1, before any
+  filter. ``logprob`` values are ``log p_raw`` (natural log). Penalties (repetition, presence,
+  frequency) are part of "raw" because they change what the model is asked to predict.
+- **sampled distribution** ``p_sampled``: the distribution the token was actually drawn from:
+  ``p_raw`` with temperature applied, then top-k, top-p and min-p filters, renormalised. Tokens
+  a filter removed have ``sampled_prob == 0``. At temperature 0 (greedy) it is 1 for the argmax
+  and 0 for every other token.
+- **rank** of the chosen token: 1 + the number of tokens whose raw logprob is strictly greater
+  (rank 1 = the model's favourite).
+- **entropy**: ``-sum(p_raw * log p_raw)`` over the whole vocabulary, in nats.
+- **candidates**: the top-N tokens by raw logprob, best first (N = ``SamplingParams.candidates``;
+  0 turns them off).
+
+The sampling chain, in order: penalties -> temperature -> top-k -> top-p -> min-p -> draw.
+
+## What a remote engine cannot know (None)
+
+`engine.remote.RemoteEngine` reads these numbers from a server (mlx_lm.server, vLLM, llama.cpp),
+which sends the chosen token's logprob and its top-N, nothing more. So these fields may be None,
+meaning "unknown", never a made-up value (``--json`` writes null, the candidates panel "—"):
+
+- `TokenEvent.sampled_prob` and `Candidate.sampled_prob`: the sampled distribution;
+- `TokenEvent.entropy`: it needs the whole vocabulary;
+- `TokenEvent.rank`: known only when the chosen token is among the top-N.
+
+The local engine and the scripted one always fill them. A server that names tokens by text only
+gives ids of -1 (`engine.remote.events.UNKNOWN_ID`); `TurnFinished.prompt_ids` is empty when the
+server rendered the prompt itself (its chat endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from dataclasses import dataclass, field, fields, replace
+from typing import AsyncGenerator, Literal, Protocol, Sequence, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+class ParamError(ValueError):
+    """An out-of-range or malformed sampling parameter; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Every knob of the sampling chain. Validated on construction, so a bad value never applies.
+
+    Limits are generous but finite, so a typo is refused instead of silently doing nothing.
+    """
+
+    temperature: float = 0.7
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1.0 = off
+    min_p: float = 0.0  # 0.0 = off
+    repetition_penalty: float = 1.0  # 1.0 = off
+    repetition_context_size: int = 64  # window over the whole conversation, cached history included
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None  # None = a fresh random seed per turn
+    max_tokens: int = 512
+    candidates: int = 10  # top-N alternatives per token; 0 = off
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "seed" and value is None:
+                continue
+            low, high, kind = PARAM_LIMITS[f.name]
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ParamError(f"{f.name} must be a whole number, got {_short(value)}")
+            if kind is float:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ParamError(f"{f.name} must be a number, got {_short(value)}")
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ParamError(f"{f.name} must be a finite number, got {_short(value)}")
+            if not low <= value <= high:
+                raise ParamError(f"{f.name} must be between {low} and {high}, got {_short(value)}")
+
+    def with_changes(self, **changes: object) -> "SamplingParams":
+        """A validated copy with some fields changed (raises `ParamError` on a bad value)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _short(value: object) -> str:
+    """A value as the user typed it, cut short so one bad input stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+# name -> (lowest, highest, type). The single source of truth for validation, the CLI and the TUI.
+PARAM_LIMITS: dict[str, tuple[float, float, type]] = {
+    "temperature": (0.0, 5.0, float),
+    "top_k": (0, 1_000_000, int),
+    "top_p": (0.0, 1.0, float),
+    "min_p": (0.0, 1.0, float),
+    "repetition_penalty": (0.5, 3.0, float),
+    "repetition_context_size": (0, 1_000_000, int),
+    "presence_penalty": (-5.0, 5.0, float),
+    "frequency_penalty": (-5.0, 5.0, float),
+    "seed": (0, 2**63 - 1, int),
+    "max_tokens": (1, 1_000_000, int),
+    "candidates": (0, 100, int),
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a conversation.
+
+    An assistant message carries `token_ids`: the exact ids that were generated (what the user
+    inspected), without the end-of-turn token. The engine splices these ids into the prompt
+    instead of re-tokenizing `text`, so an earlier reply is never prefilled again.
+
+    An assistant message's `thinking` is the thinking switch it was written under (see
+    `GenerateRequest.thinking`): the generation prompt before it is rendered that way again, so
+    switching thinking later never changes what the model saw before an earlier reply.
+    """
+
+    role: Role
+    text: str
+    token_ids: tuple[int, ...] | None = None
+    thinking: bool | None = None
+
+
+def check_token_ids(messages: Sequence[Message], vocab_size: int) -> None:
+    """Refuse any carried token id outside ``0..vocab_size-1`` (one EngineError naming the first).
+
+    Why here, before MLX: replies carry their exact ids (from saved or shared files too), and MLX
+    indexes the embedding with them unchecked: a too-large id reads garbage or crashes the process.
+    """
+    for number, message in enumerate(messages, 1):
+        for token in message.token_ids or ():
+            if type(token) is not int or not 0 <= token < vocab_size:
+                raise EngineError(f"Message {number} ({message.role}) holds token id {_short(token)}, "
+                                  f"not in 0..{vocab_size - 1} for this model: it cannot be sent.")
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One turn: the whole conversation plus how to continue it.
+
+    With ``continue_last=False`` the last message must be a user (or system) message and the engine
+    opens a new assistant reply. With ``continue_last=True`` the last message is a partial
+    assistant message (e.g. a branch: the first i tokens of a reply plus a chosen candidate) and
+    the engine continues it; token indices in the events then start at ``len(token_ids)``.
+
+    `thinking` switches a reasoning model's ``<think>`` block for the new reply, where the chat
+    template has the switch (it mentions ``enable_thinking``; others ignore it): False renders
+    the template's "no thinking" generation prompt, None its default. A continued reply keeps
+    its own `Message.thinking`.
+    """
+
+    messages: tuple[Message, ...]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    continue_last: bool = False
+    thinking: bool | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One alternative for a position. See the module docstring for the exact definitions."""
+
+    id: int
+    text: str
+    logprob: float  # log p_raw
+    sampled_prob: float | None  # p_sampled (0 when a filter removed it); None: unknown (remote)
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One generated token, with everything the inspector shows about it."""
+
+    index: int  # position in the assistant reply, from 0
+    id: int
+    text: str  # the printable text this token completes (may be "" while a character is split)
+    piece: str  # this token alone, decoded for display (may show a partial character as bytes)
+    logprob: float  # log p_raw of the chosen token
+    sampled_prob: float | None  # p_sampled of the chosen token; None: unknown (remote)
+    rank: int | None  # None: unknown (remote, the chosen token not in the top-N)
+    entropy: float | None  # None: unknown (remote)
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    """The end of a turn, with the cache bookkeeping and speed of that turn."""
+
+    prompt_ids: tuple[int, ...]  # every token id the model was conditioned on for this turn
+    prompt_tokens: int
+    reused_tokens: int  # taken from the KV cache
+    prefilled_tokens: int  # computed this turn; reused + prefilled == prompt
+    generated_tokens: int
+    token_ids: tuple[int, ...]  # the reply's ids (continued replies: including the given prefix)
+    text: str  # the whole reply's text
+    ttft_s: float
+    prefill_tps: float
+    decode_tps: float
+    finish_reason: FinishReason
+    context_used: int  # tokens in the cache after the turn
+    context_limit: int
+
+
+@dataclass(frozen=True)
+class PreviewRequest:
+    """What-if previews: where each of `candidates` would lead if chosen next in the last reply.
+
+    `messages` ends with the partial assistant reply, its exact ids (`token_ids`) being the reply's
+    first ``position`` tokens. Each row is exactly the turn a branch would run: the same messages
+    with the candidate appended to the reply, `continue_last=True`, `params` with their `tokens`
+    as max_tokens and `seed` (the fixed seed every row draws with, so previews are reproducible).
+    """
+
+    messages: tuple[Message, ...]
+    candidates: tuple[int, ...]
+    tokens: int = 12
+    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.0))
+    seed: int = 0
+
+    def branch(self, candidate: int) -> GenerateRequest:
+        """The real turn that a preview of `candidate` equals (its TokenEvents are the preview)."""
+        last = self.messages[-1]
+        ids = tuple(last.token_ids or ()) + (candidate,)
+        params = self.params.with_changes(max_tokens=self.tokens, seed=self.seed)
+        return GenerateRequest(self.messages[:-1] + (Message(last.role, last.text, ids, last.thinking),), params, True)
+
+
+@dataclass(frozen=True)
+class PreviewToken:
+    """One token of one preview row, as it streams."""
+
+    row: int  # index into PreviewRequest.candidates
+    candidate: int  # that candidate's id
+    index: int  # position in the preview, from 0 (the token after the candidate)
+    id: int
+    text: str  # the printable text this token completes (as `TokenEvent.text`)
+    logprob: float  # log p_raw
+
+
+@dataclass(frozen=True)
+class Preview:
+    """One finished preview row: the ids a branch at `candidate` would write next."""
+
+    candidate: int
+    token_ids: tuple[int, ...]
+    text: str
+    finish_reason: FinishReason  # "cancelled": cut short (a real command came first, or cancel)
+
+
+@dataclass(frozen=True)
+class PreviewFinished:
+    """The end of a preview command: every row, in `PreviewRequest.candidates` order."""
+
+    previews: tuple[Preview, ...]
+    seconds: float
+
+
+PreviewEvent = PreviewToken | PreviewFinished
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """Loading or downloading news while `EngineAPI.load` runs (fraction None = unknown)."""
+
+    message: str
+    fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the caller may know about the loaded model."""
+
+    name: str  # a short display name
+    path: str  # the local folder it was loaded from
+    context_limit: int
+    vocab_size: int
+    has_chat_template: bool
+    parameters: int
+    dtype: str  # compute dtype in use, e.g. "float32"
+    blas: str = ""  # which BLAS MLX's CPU matmuls use, e.g. "OpenBLAS (2 threads)"
+    notes: tuple[str, ...] = ()  # lines to tell the user once after the load (an assumed context limit)
+    blas_problem: str = ""  # why the fast BLAS could not be loaded (the missing library, its install command)
+    supports_thinking: bool = False  # the chat template has a thinking switch (`GenerateRequest.thinking`)
+
+
+class EngineError(Exception):
+    """Anything the engine refuses or fails at; the message is one line for the user."""
+
+
+class ModelLoadError(EngineError):
+    """A model that cannot be found, downloaded or loaded."""
+
+
+class ContextLimitError(EngineError):
+    """The conversation does not fit in the model's context (or the configured maximum)."""
+
+
+EngineEvent = TokenEvent | TurnFinished
+
+
+@runtime_checkable
+class EngineAPI(Protocol):
+    """What the TUI and the CLI need from an engine. `engine.local.client.Engine` is the real one;
+    `engine.remote.RemoteEngine` the same over an OpenAI-compatible server (some numbers None:
+    see the module docstring); `engine.scripted.ScriptedEngine` is the test double that ships beside it."""
+
+    @property
+    def model(self) -> ModelInfo | None:
+        """The loaded model, or None."""
+        ...
+
+    async def load(
+        self, model: str, *, trust_remote_code: bool = False, on_progress: "ProgressCallback | None" = None
+    ) -> ModelInfo:
+        """Load a model by local path or hub id (replacing any loaded one). Raises ModelLoadError."""
+        ...
+
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
+        """Run one turn: yields TokenEvents then exactly one TurnFinished. Raises EngineError.
+
+        Closing the generator (`aclose`, or leaving an `async for` early) cancels the turn."""
+        ...
+
+    def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
+        """What-if previews (see `PreviewRequest`): PreviewTokens as rows grow, then exactly one
+        PreviewFinished. Never changes the cache a turn reuses; gives way to any other command
+        within one decode step (its unfinished rows then end "cancelled"). Raises EngineError
+        (one line: a bad request, or an engine that cannot preview). Leaving the iteration early
+        stops it."""
+        ...
+
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
+                ) -> asyncio.Future[int]:
+        """Start computing, in the background, the cache the turn after `messages` will reuse (the
+        conversation so far, and `draft`, the start of the user message being typed; `thinking`
+        that turn's `GenerateRequest.thinking`). Returns at once; a turn or load submitted
+        meanwhile waits at most a short chunk. The future, which never fails and may be ignored,
+        gives how many of those ids the cache then holds."""
+        ...
+
+    async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:
+        """How many tokens the prompt for answering `messages` (ending with a user message) takes,
+        rendered exactly as the next turn would be (with its `thinking` switch): so a message too
+        long for the context is refused before it enters the chat. Raises EngineError (no model,
+        a template that fails)."""
+        ...
+
+    def set_params(self, params: SamplingParams) -> None:
+        """Change sampling parameters now; a running turn applies them from its next token."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop the running turn within one token; it then finishes with reason "cancelled"."""
+        ...
+
+    async def close(self) -> None:
+        """Stop and join the engine thread, freeing the model. Idempotent."""
+        ...
+
+
+class ProgressCallback(Protocol):
+    def __call__(self, progress: LoadProgress) -> None: ...
+
+
+@dataclass
+class TurnControl:
+    """What a caller may change while its turn runs: shared between two threads.
+
+    `params` is replaced whole (never mutated), which is atomic; the decode loop picks up the
+    new object before sampling its next token. `cancelled` is checked between tokens.
+    """
+
+    params: SamplingParams
+    cancelled: threading.Event = field(default_factory=threading.Event)

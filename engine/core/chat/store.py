@@ -1,0 +1,77 @@
+"""Writing a conversation to disk, atomically, so a crash or a closed terminal loses nothing;
+reading one back only from a regular file, checked whole (`engine.core.chat.fileformat`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+from engine.core.chat.conversation import Conversation
+
+LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
+KEPT_FOLDER = "conversations"  # chats the user chose to keep before replacing them
+MAX_FILE_BYTES = 256 * 1024 * 1024  # a saved chat is megabytes; anything far bigger is not one
+
+
+def last_conversation_path(save_dir: Path) -> Path:
+    return save_dir / LAST_CONVERSATION
+
+
+def save_conversation(conversation: Conversation, path: Path) -> None:
+    """JSON via a uniquely named temporary file and `os.replace`: the old file or the new one,
+    never half, and no temporary left behind when the disk is full. The target is only ever
+    renamed over, never opened, so a FIFO there cannot block quitting."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = conversation.to_dict()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, ensure_ascii=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_conversation(path: Path) -> Conversation:
+    """The inverse of `save_conversation`: OSError if unreadable, ValueError for anything else
+    wrong (one line naming the first problem). Only a regular file is opened: opening a FIFO
+    would wait for a writer forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise ValueError(f"too big for a saved conversation ({info.st_size // 2**20} MiB)")
+        raw = handle.read()
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to be a saved conversation") from None
+    try:
+        return Conversation.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"not a saved conversation: {exc}") from None
+
+
+
+def save_copy(conversation: Conversation, folder: Path) -> Path:
+    """Keep `conversation` in a file of its own in `folder` (a new name each time, never
+    overwriting); returns the path. OSError if it cannot be written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        path = folder / (f"conversation-{stamp}" + (f"-{n}" if n else "") + ".json")
+        if not path.exists():
+            save_conversation(conversation, path)
+            return path
+    raise OSError(f"no free file name in {folder}")

@@ -1,0 +1,14 @@
+"""The conversation library (a SQLite database in the user's data folder): Textual-free and
+MLX-free, so the app and `logitscope run` share it. `store.Library` is the door."""
+
+from engine.core.library.legacy import import_legacy
+from engine.core.library.store import (
+    DB_NAME,
+    Entry,
+    Library,
+    LibraryError,
+    Stored,
+    default_path,
+)
+
+__all__ = ["DB_NAME", "Entry", "Library", "LibraryError", "Stored", "default_path", "import_legacy"]

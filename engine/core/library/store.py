@@ -1,0 +1,262 @@
+"""The conversation library: one SQLite database (WAL) that keeps every chat as it happens.
+
+Each conversation is its format-2 document (`engine.core.chat.fileformat`) with the token lists moved
+into compact blobs (`documents`, `blobs`), plus the columns the list and the search read
+(title, model, dates, length, text). Every write is one `BEGIN IMMEDIATE` transaction: WAL lets
+readers go on while it commits, and a SIGKILL mid-commit leaves the last committed state. A
+second process (two app windows, `logitscope run --save`) waits up to `timeout` seconds for the
+write lock. Every SQLite failure (locked, read-only, corrupt, disk full) becomes one
+`LibraryError` line naming the file, so the caller can say why saving stopped and chat on.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.core.library import schema
+from engine.core.library.blobs import BlobError
+from engine.core.library.documents import join_document, split_document, summarize
+from engine.core.library.search import where_clause
+from engine.core.settings.paths import data_dir
+
+DB_NAME = "library.sqlite3"
+LIST_COLUMNS = "id, title, model_spec, model_folder, created, updated, messages"
+
+
+class LibraryError(Exception):
+    """Why the library cannot do what was asked, in one line (the chat itself is unharmed)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One chat as the library lists it."""
+
+    id: str
+    title: str
+    model_spec: str | None
+    model_folder: str | None
+    created: float
+    updated: float
+    messages: int
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A chat read back: its listing and its whole format-2 document, tokens included."""
+
+    entry: Entry
+    document: dict[str, Any]
+
+
+def default_path() -> Path:
+    """`$XDG_DATA_HOME/logitscope/library.sqlite3`."""
+    return data_dir() / DB_NAME
+
+
+class Library:
+    """An open library. Thread-safe (one lock around the connection), so the TUI may write from
+    a worker thread while the event loop stays free."""
+
+    def __init__(self, path: Path | None = None, *, timeout: float = 2.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._conn = self._guard(lambda: self._connect(timeout), "open")
+        self.fts = self._guard(lambda: schema.has_fts_table(self._conn), "open")
+
+    def _connect(self, timeout: float) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
+            schema.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # --- writing
+
+    def save(self, document: dict[str, Any], *, conversation_id: str | None = None,
+             model_spec: str | None = None, created: float | None = None) -> str:
+        """Store `document` (new when `conversation_id` is None); returns the id. A title the
+        user set is kept; otherwise it follows the first user message. `created` (an import's
+        file time) also dates the new row's last change."""
+        skeleton, blobs = split_document(document)
+        summary = summarize(document)
+        now = self._clock()
+        new_id = conversation_id or secrets.token_hex(6)
+        row = {"id": new_id, "title": summary.title, "spec": model_spec, "folder": summary.model_folder,
+               "created": created if created is not None else now, "updated": created or now,
+               "messages": summary.messages, "doc": json.dumps(skeleton, ensure_ascii=False), "text": summary.text}
+        with self._write("save") as conn:
+            conn.execute(
+                """INSERT INTO conversations (id, title, model_spec, model_folder, created, updated, messages,
+                       document, text) VALUES (:id, :title, :spec, :folder, :created, :updated, :messages, :doc, :text)
+                   ON CONFLICT(id) DO UPDATE SET
+                       title = CASE WHEN title_set THEN title ELSE excluded.title END,
+                       model_spec = COALESCE(excluded.model_spec, model_spec),
+                       model_folder = COALESCE(excluded.model_folder, model_folder),
+                       updated = excluded.updated, messages = excluded.messages, deleted = NULL,
+                       document = excluded.document, text = excluded.text""", row)
+            conn.execute("DELETE FROM token_blobs WHERE conversation_id = ?", (new_id,))
+            conn.executemany("INSERT INTO token_blobs (conversation_id, position, data) VALUES (?, ?, ?)",
+                             [(new_id, i, b) for i, b in enumerate(blobs)])
+        return new_id
+
+    def rename(self, conversation_id: str, title: str) -> None:
+        """Set the title the list shows (kept from now on); an empty title goes back to the default."""
+        title = " ".join(title.split())
+        with self._write("rename") as conn:
+            self._require(conn, conversation_id)
+            if title:
+                conn.execute("UPDATE conversations SET title = ?, title_set = 1 WHERE id = ?", (title, conversation_id))
+            else:
+                conn.execute("UPDATE conversations SET title_set = 0 WHERE id = ?", (conversation_id,))
+
+    def delete(self, conversation_id: str) -> None:
+        """Hide a chat (undo with `restore`); `purge` removes hidden chats for good."""
+        with self._write("delete") as conn:
+            self._require(conn, conversation_id)
+            conn.execute("UPDATE conversations SET deleted = ? WHERE id = ?", (self._clock(), conversation_id))
+
+    def restore(self, conversation_id: str) -> None:
+        with self._write("restore") as conn:
+            conn.execute("UPDATE conversations SET deleted = NULL WHERE id = ?", (conversation_id,))
+
+    def purge(self, older_than: float = 0.0) -> int:
+        """Remove chats deleted at least `older_than` seconds ago; returns how many."""
+        with self._write("purge") as conn:
+            cursor = conn.execute("DELETE FROM conversations WHERE deleted IS NOT NULL AND deleted <= ?",
+                                  (self._clock() - older_than,))
+            return cursor.rowcount
+
+    def fork(self, conversation_id: str) -> str:
+        """A copy of a chat under a new id (title "… (copy)"); returns the new id."""
+        stored = self.load(conversation_id)
+        new_id = self.save(stored.document, model_spec=stored.entry.model_spec)
+        self.rename(new_id, f"{stored.entry.title} (copy)")
+        return new_id
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self._write("save a setting") as conn:
+            conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, value))
+
+    # --- reading
+
+    def setting(self, key: str) -> str | None:
+        with self._read("read") as conn:
+            row = conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def entries(self, query: str = "", limit: int = 500) -> list[Entry]:
+        """Chats not deleted, newest first, whose text or title holds every word of `query`."""
+        where, args = where_clause(query, self.fts)
+        with self._read("search") as conn:
+            rows = conn.execute(f"SELECT {LIST_COLUMNS} FROM conversations WHERE deleted IS NULL AND {where} "
+                                "ORDER BY updated DESC LIMIT ?", (*args, limit)).fetchall()
+        return [Entry(*row) for row in rows]
+
+    def resolve(self, reference: str) -> str:
+        """The id that `reference` names: the id itself, or a prefix of exactly one id."""
+        with self._read("find") as conn:
+            rows = conn.execute("SELECT id FROM conversations WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
+                                (reference, reference.replace("%", "\\%").replace("_", "\\_") + "%")).fetchall()
+        ids = [r[0] for r in rows]
+        if reference in ids:
+            return reference
+        if len(ids) != 1:
+            raise LibraryError(f"no chat {reference!r} in the library" if not ids else f"{reference!r} names more than one chat")
+        return str(ids[0])
+
+    def load(self, reference: str) -> Stored:
+        """A chat, deleted or not, with its whole document; `LibraryError` if there is none."""
+        conversation_id = self.resolve(reference)
+        with self._read("open") as conn:
+            row = conn.execute(f"SELECT {LIST_COLUMNS}, document FROM conversations WHERE id = ?",
+                               (conversation_id,)).fetchone()
+            blobs = [b for (b,) in conn.execute("SELECT data FROM token_blobs WHERE conversation_id = ? "
+                                                "ORDER BY position", (conversation_id,))]
+        if row is None:
+            raise LibraryError(f"no chat {reference!r} in the library")
+        try:
+            document = join_document(json.loads(row[-1]), blobs)
+        except (BlobError, ValueError, IndexError) as exc:
+            raise LibraryError(f"chat {conversation_id} in {self.path} is damaged: {exc}") from None
+        return Stored(Entry(*row[:-1]), document)
+
+    def integrity(self) -> str:
+        """`PRAGMA integrity_check`'s first line: "ok" for a sound database."""
+        with self._read("check") as conn:
+            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # --- plumbing
+
+    @staticmethod
+    def _require(conn: sqlite3.Connection, conversation_id: str) -> None:
+        if conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
+            raise LibraryError(f"no chat {conversation_id!r} in the library")
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One transaction holding the write lock from its start (no upgrade deadlock between two
+        writers); rolled back whole on any error."""
+        with self._lock, self._errors(action):
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._errors(action):
+            yield self._conn
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            if isinstance(exc, LibraryError):
+                raise
+            raise LibraryError(describe(exc, action, self.path)) from None
+
+    def _guard(self, call: Callable[[], Any], action: str) -> Any:
+        with self._errors(action):
+            return call()
+
+
+def describe(exc: BaseException, action: str, path: Path) -> str:
+    """One line a user can act on, from SQLite's message."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        why = "another logitscope is writing it (locked)"
+    elif "readonly" in lowered or "read-only" in lowered or isinstance(exc, PermissionError):
+        why = "it is read-only"
+    elif "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        why = "it is damaged (not a readable SQLite database)"
+    else:
+        why = text
+    return f"library {path}: cannot {action}: {why}"

@@ -1,0 +1,57 @@
+"""Text that did not come from our code, made safe to show in a terminal.
+
+Model tokens, chat templates, file and folder names, config values and saved conversations can
+hold terminal control sequences: ``ESC ] 52 ; c ; ... BEL`` writes the user's clipboard, ``ESC ] 0``
+retitles the window, ``ESC [ 2 J`` clears the screen. Written raw, each one is obeyed by the
+terminal. `printable` is the one place such text is defused: every C0 and C1 control character
+except newline and tab becomes a visible stand-in, so the user sees *that* something odd was
+there (``␛]52;c;aGk=␇``) instead of having it done to them.
+
+It lives in `engine.core.settings` (the text-for-the-user corner of the engine) so that both the
+headless CLI and the TUI, which may import only a few engine packages, use the same table.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+def _table() -> dict[int, str]:
+    """C0 (but newline and tab) -> the Unicode "control pictures" (␀ ... ␟), DEL -> ␡,
+    C1 -> ``\\x9b``-style text (there are no pictures for them, and 0x9b is a one-byte CSI)."""
+    table = {code: chr(0x2400 + code) for code in range(0x20) if code not in (0x09, 0x0A)}
+    table[0x7F] = "\u2421"
+    table.update({code: f"\\x{code:02x}" for code in range(0x80, 0xA0)})
+    return table
+
+
+_VISIBLE: Final[dict[int, str]] = _table()
+# JSON escapes C0 itself but writes DEL and C1 raw (0x9b is CSI to many terminals): escape them
+# the JSON way, which keeps the decoded text exact.
+_JSON_ESCAPES: Final[dict[int, str]] = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
+
+
+def printable(text: str) -> str:
+    """`text` with every control character except newline and tab made visible.
+
+    One translate call: cheap enough for every streamed token. The result has the same
+    characters otherwise, so offsets of ordinary text are unchanged.
+    """
+    return text.translate(_VISIBLE)
+
+
+def printable_json(dumped: str) -> str:
+    """A ``json.dumps(..., ensure_ascii=False)`` result with DEL and C1 written as ``\\u`` escapes:
+    the same JSON to a parser, nothing a terminal obeys. (JSON's structure is ASCII, so these
+    characters can only sit inside strings.)"""
+    return dumped.translate(_JSON_ESCAPES)
+
+
+def shortened(text: str, limit: int = 500) -> str:
+    """`text` cut to `limit` characters in the middle, keeping its start and its end: a message
+    that echoes a value (a 20 MB [model] default, a pasted megabyte) stays readable."""
+    if len(text) <= limit:
+        return text
+    marker = f" … ({len(text) - limit + 40:,} characters cut) … "
+    tail = limit // 5
+    return text[: limit - tail - len(marker)] + marker + text[-tail:]

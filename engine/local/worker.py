@@ -1,0 +1,379 @@
+"""The engine thread: the one thread that ever touches MLX, fed by a command queue.
+
+MLX streams belong to a thread (the Metal build crashes when a model is driven from another), so
+loading, prefill, decoding, cache trimming and teardown all happen here. Callers submit commands
+and receive plain data through a `Sink`, a thread-safe callable they supply (the async client
+posts onto its event loop with `call_soon_threadsafe`).
+
+MLX and mlx-lm are imported lazily inside the thread, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.core.api import (
+    EngineError,
+    ModelInfo,
+    ModelLoadError,
+    check_token_ids,
+)
+from engine.local.commands import (
+    Command,
+    CountCommand,
+    GenerateCommand,
+    LoadCommand,
+    PrepareCommand,
+    PreviewCommand,
+    StopCommand,
+)
+from engine.models import one_line
+from engine.models.context import ContextLimit, model_context_limit
+from engine.local.watchdog import Watchdog, bound_template
+
+if TYPE_CHECKING:
+    from engine.local.backend import SpeedLayer
+    from engine.models import LoadedModel
+    from engine.local.session import Session
+
+CLOSE_WAIT_S = 2.0  # the longest closing waits for the engine thread (a daemon: it cannot hold the exit)
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the engine thread sets MLX up; fixed for the thread's life.
+
+    `fast_blas` must be decided before MLX is imported (see `engine.cpu.blas`), which is why it is
+    an option of the thread rather than of a model load.
+    """
+
+    max_context: int = 0  # cap below the model's own context; 0 = the model's limit
+    fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.cpu.blas)
+    compute_dtype: str = "auto"  # see engine.local.precision.choose_compute_dtype
+    fast_layers: bool = True  # CPU prompt attention and SwiGLU, fused RoPE and RMSNorm (engine.cpu.routing)
+    kv_cache_dir: str = ""  # keep recent histories' KV caches here (engine.local.kvdisk); "" = off
+    kv_cache_mb: int = 2048  # the size cap of that folder
+
+
+class EngineWorker:
+    """Owns the engine thread and the session (model + cache) that lives on it."""
+
+    def __init__(self, options: EngineOptions | None = None) -> None:
+        """Start the thread at once: it must exist before any MLX work can be queued."""
+        self._options = options or EngineOptions()
+        self._speed: SpeedLayer | None = None  # set on the thread, before MLX is imported
+        self._commands: queue.Queue[Command] = queue.Queue()
+        self._stream: Any = None  # the engine thread's MLX stream, touched only on that thread
+        self._lock = threading.Lock()  # orders `submit` against the thread's death
+        self._death: EngineError | None = None  # why the thread ended unasked, once it has
+        self._current: Command | None = None  # the command the thread is running
+        self._session: Session | None = None  # the loaded model and its cache (on the thread only)
+        self._watchdog: Watchdog | None = None  # stops a chat template that renders too long
+        self._told_blas = False  # a fast BLAS that could not be loaded is said once (the first load's notes)
+        self._turn_unsaved = False  # a turn ran since the KV cache was last written to disk (engine.local.kvdisk)
+        self._thread = threading.Thread(target=self._run, name="logitscope-engine", daemon=True)
+        self._thread.start()
+        # A daemon thread left running at interpreter exit can abort the process from MLX's
+        # destructors; stopping it first (and releasing its streams on it) prevents that.
+        atexit.register(self._stop_at_exit)
+
+    @property
+    def thread_id(self) -> int | None:
+        """The engine thread's identity (tests check that MLX only ran there)."""
+        return self._thread.ident
+
+    def submit(self, command: Command) -> None:
+        """Queue a command; it runs after every command submitted before it. After the thread
+        died, the command is answered at once with the reason (nobody would ever serve it)."""
+        with self._lock:
+            if self._death is None:
+                self._commands.put(command)
+                return
+        _refuse(command, self._death)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Finish queued work, free the model on its own thread, and join the thread."""
+        if self._thread.is_alive():
+            self._commands.put(StopCommand())
+            self._thread.join(timeout)
+        if not self._thread.is_alive():
+            atexit.unregister(self._stop_at_exit)
+
+    def _stop_at_exit(self) -> None:
+        """The atexit hook: bounded, so a wedged turn cannot hang interpreter exit forever."""
+        self.stop(timeout=CLOSE_WAIT_S)
+
+    def _run(self) -> None:
+        """The thread's body: set the speed layer up before MLX loads, serve commands, tear down here.
+
+        Whatever escapes (the speed layer's set-up, a bug) must not leave callers waiting forever
+        on a thread that is gone: `_die` answers the running command, the queued ones and every
+        later one with the reason.
+        """
+        try:
+            from engine.local.backend import speed_layer  # before this thread imports MLX
+
+            self._speed = speed_layer(self._options.fast_blas, self._options.fast_layers)
+            self._serve()
+        except BaseException as exc:  # noqa: BLE001 - reported to every caller, never swallowed
+            self._die(exc)
+        finally:
+            _tear_down(self._session)
+
+    def _serve(self) -> None:
+        """Run commands until a StopCommand."""
+        while True:
+            command = self._current = self._commands.get()
+            if isinstance(command, StopCommand):
+                return
+            if isinstance(command, LoadCommand):
+                self._session = self._load(command, self._session)
+            elif isinstance(command, PrepareCommand):
+                self._prepare(command, self._session)
+            elif isinstance(command, CountCommand):
+                self._count(command, self._session)
+            elif isinstance(command, PreviewCommand):
+                self._preview(command, self._session)
+            else:
+                self._generate(command, self._session)
+                self._turn_unsaved = True
+            self._current = None
+            self._store_when_idle()
+
+    def _die(self, exc: BaseException) -> None:
+        """Record why the thread ends and answer every command that would otherwise wait forever."""
+        with self._lock:
+            self._death = EngineError(f"The engine stopped: {one_line(exc)}")
+            waiting = [self._current] if self._current is not None else []
+            while not self._commands.empty():
+                waiting.append(self._commands.get_nowait())
+        for command in waiting:
+            _refuse(command, self._death)
+
+    def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
+        """Replace the loaded model once the new one is in: a load that fails keeps the old model
+        and its cache (for the moment of the swap both are in memory)."""
+        try:
+            import mlx.core as mx
+
+            from engine.local.lastrow import install_last_row_head
+            from engine.models import load_model
+            from engine.local.precision import apply_compute_dtype, choose_compute_dtype
+            from engine.local.session import Session
+
+            speed = self._speed
+            assert speed is not None  # set before the first command is read
+            loaded = load_model(
+                command.spec, trust_remote_code=command.trust_remote_code, on_progress=command.on_progress
+            )
+            self._watchdog = self._watchdog or Watchdog()
+            bound_template(loaded.tokenizer, self._watchdog, Path(command.spec).expanduser().name or loaded.name)
+            _quiet_length_warning(loaded.tokenizer)
+            dtype = apply_compute_dtype(
+                loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
+            )
+            speed.tune(loaded.model)
+            context = model_context_limit(loaded.config, loaded.model, self._options.max_context)
+            limit = context.tokens
+            if self._stream is None:  # one stream for the thread's life, made on the thread
+                self._stream = mx.new_stream(mx.default_device())
+            session = Session(loaded.model, loaded.tokenizer, limit, self._stream,
+                              install_last_row_head(loaded.model), sampler_exp=speed.sampler_exp)
+            if old is not None:
+                old.close()
+            info = _model_info(command.spec, loaded, context, dtype, speed, tell_blas=not self._told_blas)
+            session.disk = self._disk_cache(info.path, dtype)
+            command.sink(info)
+            self._told_blas = True
+            speed.after_load(loaded.model, lambda: not self._commands.empty())
+            return session
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # never let the thread die; the caller gets one line
+            command.sink(ModelLoadError(f"Could not load {_clipped(command.spec)}: {one_line(exc)}"))
+        return old
+
+    def _disk_cache(self, folder: str, dtype: str) -> Any:
+        """The on-disk KV cache for this model, when the options ask for one."""
+        if not self._options.kv_cache_dir or not folder:
+            return None
+        from engine.local.kvdisk import DiskKVCache, model_key
+
+        return DiskKVCache(Path(self._options.kv_cache_dir), model_key(folder, dtype),
+                           self._options.kv_cache_mb * 2**20)
+
+    def _store_when_idle(self) -> None:
+        """Once after each turn, when nothing is queued, write the history's cache to disk
+        (`engine.local.kvdisk`): off every turn's path, once per turn (not per warm-up of a draft being
+        typed), and a command arriving meanwhile waits for one file write at most."""
+        session = self._session
+        if not self._turn_unsaved or session is None or session.disk is None or not self._commands.empty():
+            return
+        self._turn_unsaved = False
+        try:
+            session.disk.store(session)
+        except Exception:  # noqa: BLE001 - an optimisation: a failed write leaves nothing behind
+            pass
+
+    def _count(self, command: CountCommand, session: Session | None) -> None:
+        """The prompt's length as the next turn would render it (its template, its spliced ids)."""
+        if session is None:
+            command.sink(EngineError("No model is loaded: load one first."))
+            return
+        try:
+            from engine.local.prompt import render_prompt
+
+            command.sink(len(render_prompt(session.tokenizer, command.messages, False, session.encode,
+                                              command.thinking)))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # noqa: BLE001 - a template that cannot render this conversation
+            command.sink(EngineError(f"Could not count the conversation's tokens: {one_line(exc)}"))
+
+    def _prepare(self, command: PrepareCommand, session: Session | None) -> None:
+        """Warm the cache until done or until another command waits; never fails the thread."""
+        warmed = 0
+        try:
+            if session is not None:
+                from engine.local.warmup import warm_cache
+
+                check_token_ids(command.messages, _vocab_size(session.model, session.tokenizer))
+                warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft,
+                                    command.thinking)
+        except EngineError:  # ids this model cannot take: the turn itself will say so
+            pass
+        except Exception:  # noqa: BLE001 - an optimisation: the next turn prefills what is missing
+            assert session is not None
+            session.reset_cache()  # the cache may hold ids the bookkeeping never saw
+        command.done(warmed)
+
+    def _preview(self, command: PreviewCommand, session: Session | None) -> None:
+        """Run what-if previews; they never touch the session's cache, so a failure leaves it as is."""
+        if session is None:
+            command.sink(EngineError("No model is loaded: load one first."))
+            return
+        try:
+            from engine.local.preview import check_request, run_preview
+
+            check_request(command.request, _vocab_size(session.model, session.tokenizer))
+            def stop() -> bool:
+                """Give way to any queued command (a turn starts within one decode step)."""
+                return command.cancelled.is_set() or not self._commands.empty()
+
+            command.sink(run_preview(session, command.request, stop, command.sink))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # noqa: BLE001 - the thread lives on; the caller gets one line
+            command.sink(EngineError(f"Preview failed: {one_line(exc)}"))
+
+    def _generate(self, command: GenerateCommand, session: Session | None) -> None:
+        """Run one turn; any failure ends it with one EngineError and a clean cache."""
+        if session is None:
+            command.sink(EngineError("No model is loaded: load one first."))
+            return
+        try:
+            from engine.local.turn import run_turn
+
+            check_token_ids(command.request.messages, _vocab_size(session.model, session.tokenizer))
+            command.sink(run_turn(session, command.request, command.control, command.sink))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:
+            session.reset_cache()  # the cache may hold ids the bookkeeping never saw
+            command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
+
+
+def _clipped(value: str, limit: int = 120) -> str:
+    """A value the user gave, echoed in a message: its start and end, however long it is."""
+    return value if len(value) <= limit else f"{value[: limit * 2 // 3]}…{value[-(limit // 3):]}"
+
+
+def _quiet_length_warning(tokenizer: Any) -> None:
+    """Silence transformers' "Token indices sequence length is longer than..." for this tokenizer.
+
+    The engine measures every prompt against the model's context itself and says so in one line
+    (`ContextLimitError`); the tokenizer's own limit (often unset or wrong) would add a second,
+    misleading line on stderr. transformers keeps this once-only flag per tokenizer.
+    """
+    flags = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(flags, dict):
+        flags["sequence-length-is-longer-than-the-specified-maximum"] = True
+
+
+def _refuse(command: Command, error: EngineError) -> None:
+    """Answer a command the thread will never run: its caller gets `error` (a warm-up, 0)."""
+    if isinstance(command, PrepareCommand):
+        command.done(0)
+    elif not isinstance(command, StopCommand):
+        command.sink(error)
+
+
+def _tear_down(session: Session | None) -> None:
+    """Free the model and the thread's streams; best effort, the thread is ending either way."""
+    try:
+        if session is not None:
+            session.close()
+        _release_streams()
+    except Exception:  # noqa: BLE001 - nothing is left to tell: callers were answered already
+        pass
+
+
+def _release_streams() -> None:
+    """Finish pending work and destroy this thread's MLX streams before the thread ends.
+
+    Left to process exit, stream threads owned by a finished thread can abort the interpreter
+    ("terminate called without an active exception"); MLX provides `clear_streams` for this.
+    """
+    if "mlx.core" not in sys.modules:
+        return
+    import mlx.core as mx
+
+    mx.synchronize()
+    mx.clear_streams()
+
+
+def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: str, speed: SpeedLayer,
+                tell_blas: bool) -> ModelInfo:
+    """What the caller may know about the loaded model (plain data only).
+
+    `path` is the folder the weights came from (for a hub id or "demo", not the spec itself);
+    `notes` says once what the user should know, e.g. that the context limit is assumed, and, on
+    the engine's first load (`tell_blas`), why the fast BLAS could not be loaded.
+    """
+    from engine.local.prompt import supports_thinking
+
+    model, tokenizer = loaded.model, loaded.tokenizer
+    blas_note = (f"Fast BLAS off: {speed.blas_problem}.",) if tell_blas and speed.blas_problem else ()
+    return ModelInfo(
+        name=Path(spec).expanduser().name or loaded.name,
+        path=str(loaded.path),
+        context_limit=context.tokens,
+        vocab_size=_vocab_size(model, tokenizer),
+        has_chat_template=bool(tokenizer.has_chat_template),
+        parameters=_parameter_count(model),
+        dtype=dtype,
+        blas=speed.blas_status,
+        blas_problem=speed.blas_problem,
+        supports_thinking=supports_thinking(tokenizer),
+        notes=((context.note(),) if context.note() else ()) + blas_note,
+    )
+
+
+def _vocab_size(model: Any, tokenizer: Any) -> int:
+    """How many ids the model's embedding takes (its config's vocab_size, else the tokenizer's)."""
+    return int(getattr(getattr(model, "args", None), "vocab_size", 0) or len(tokenizer))
+
+
+def _parameter_count(model: Any) -> int:
+    """How many weights the model holds (quantized weights count as their packed elements)."""
+    from mlx.utils import tree_flatten
+
+    flat = tree_flatten(model.parameters())  # typed as list-or-dict; without `destination` a list
+    assert isinstance(flat, list)
+    return sum(int(array.size) for _, array in flat)

@@ -1,0 +1,271 @@
+"""The Textual app: wiring only. The engine is injected (tests pass `engine.scripted.ScriptedEngine`).
+
+Set-up order on mount: themes (built-in + user), the configured theme, the keymap from [keys],
+every config problem as a notification, the chat screen, then the model loads in a worker while
+the UI is already usable. Quitting closes the engine (its thread stopped and joined) and saves
+the conversation, also when the terminal goes away mid-reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+
+from engine.models import list_local_models, normalise_spec, record_recent
+from engine.core.api import EngineAPI
+from engine.core.library import DB_NAME
+from engine.core.settings import (
+    ConfigError,
+    LoadedConfig,
+    data_dir,
+    printable,
+    save_settings,
+    shortened,
+    state_dir,
+)
+from tui.app.bindings import binding_defaults, binding_ids, bindings_for
+from tui.app.commands import LogitscopeCommands
+from tui.app.controller import ChatController, Post
+from tui.app.keymap import build_keymap
+from tui.app.library_sync import POLL_S, LibrarySync
+from engine.core.chat.store import last_conversation_path, save_conversation
+from tui.app.screens.chat import ChatScreen
+from tui.app.screens.help import HelpScreen
+from tui.app.library_actions import LibraryActions
+from tui.app.screens.model_picker import ModelPicker
+from tui.app.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
+
+QUIT_WAIT_S = 2.0  # the longest quitting waits for the engine: a stuck engine thread never keeps the app
+TERMINATED = 128 + signal.SIGTERM  # the exit status after SIGTERM, as a shell reports a signalled job
+
+
+FEW_PROBLEMS = 3  # config problems shown as toasts one by one; more become one summary toast
+
+
+class LogitscopeApp(LibraryActions, App[None]):
+    """logitscope: chat with a local model and see what it almost said."""
+
+    TITLE = "logitscope"
+    BINDINGS = bindings_for("app")
+    COMMANDS = App.COMMANDS | {LogitscopeCommands}
+
+    def __init__(
+        self,
+        engine: EngineAPI,
+        config: LoadedConfig,
+        *,
+        model: str | None = None,
+        trust_remote_code: bool | None = None,
+        config_dir: Path | None = None,
+        save_dir: Path | None = None,
+        library_path: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.loaded = config
+        settings = config.config
+        self.model_spec = model or settings.model.default
+        self.trust_remote_code = settings.model.trust_remote_code if trust_remote_code is None else trust_remote_code
+        self.config_dir = config_dir if config_dir is not None else config.user_path.parent
+        self.save_dir = save_dir if save_dir is not None else state_dir()
+        self.keymap: dict[str, str] = {}
+        self.config_problems: list[str] = []  # every config line that went wrong, for F1
+        self.library = LibrarySync(library_path or data_dir() / DB_NAME, self.save_dir,
+                                   lambda: self.controller.conversation, lambda: self.model_spec,
+                                   lambda line: self.notify(line, title="Library", severity="warning", timeout=10))
+        self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir))
+        self._engine_closed = False
+        self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
+        self.exit_note: str | None = None  # one line for the terminal once the screen is gone
+
+    def _make_controller(self, post: Post) -> ChatController:
+        config = self.loaded.config
+        return ChatController(self.engine, config.sampling, self.library.observing(post), config.chat.context_strategy)
+
+    @property
+    def controller(self) -> ChatController:
+        return self.chat_screen.controller
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own palette entries, less those the palette already lists with their keys."""
+        return LogitscopeCommands.without_duplicates(super().get_system_commands(screen))
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """logitscope's variables ($heat-low, $prob-bar, ...) for themes that lack them."""
+        dark = next((t for t in load_builtin_themes() if t.name == DEFAULT_DARK), None)
+        return dict(dark.variables) if dark is not None else {}
+
+    def on_mount(self) -> None:
+        problems = list(self.loaded.problems)
+        problems += register_all(self, self.config_dir)
+        theme, problem = resolve_theme_name(self.loaded.config.ui.theme, self.available_themes)
+        self.theme = theme
+        problems += [problem] if problem else []
+        user_file = self.loaded.user_path if self.loaded.user_path.is_file() else None
+        self.keymap, key_problems = build_keymap(self.loaded.config.keys, binding_ids(), user_file,
+                                                 defaults=binding_defaults())
+        self.set_keymap(self.keymap)
+        self._show_config_problems(problems + key_problems)
+        self.push_screen(self.chat_screen)
+        self._watch_hangup()
+        self.set_interval(POLL_S, lambda: self.library.poll(self.controller.busy))
+        # After the first paint: the engine thread's MLX import competes for the GIL, and the
+        # screen should be up (and typing possible) before the model is.
+        self.call_after_refresh(self._start_load, self.model_spec)
+
+    def _show_config_problems(self, lines: list[str]) -> None:
+        """A toast per problem when there are a few; more, and one toast says the first and how
+        many more, which F1 lists (a bad config stacked ~36 toasts over the screen for 20 s)."""
+        self.config_problems = lines
+        if len(lines) > FEW_PROBLEMS:
+            lines = [f"{lines[0]} (and {len(lines) - 1} more: F1 lists them)"]
+        for line in lines:
+            self.notify(line, title="Config", severity="warning", timeout=20)
+
+    # --- models
+
+    def _start_load(self, spec: str) -> None:
+        """Start the load now (the controller's `loading` is true from here) and follow it up."""
+        load = self.controller.load(spec, self.trust_remote_code)
+        self.run_worker(self._after_load(spec, load), name="load-model", group="load-model")
+
+    async def _after_load(self, spec: str, load: asyncio.Task[bool]) -> None:
+        """A success goes first in the picker's recent list. (Cancelling this cancels the load.)"""
+        if await load:
+            self.model_spec = spec
+            await asyncio.to_thread(record_recent, spec)
+
+    def action_switch_model(self) -> None:
+        """Open the model picker (not over another picker, not while a reply or a load runs)."""
+        if isinstance(self.screen, ModelPicker):
+            return
+        if self.controller.busy or self.controller.loading:
+            busy = "A reply is streaming: Esc stops it" if self.controller.busy else "A model is still loading"
+            self.notify(f"{busy}, then switch models.", severity="warning")
+            return
+        current = normalise_spec(self.model_spec) if self.engine.model is not None else None
+        self.push_screen(ModelPicker(list_local_models, current), self._picked)
+
+    def _picked(self, spec: str | None) -> None:
+        if spec:
+            self.switch_model(spec)
+
+    def switch_model(self, spec: str) -> None:
+        """Load another model. The conversation stays (its replies continue as text, as a resumed
+        one's do: their ids are the old model's), and a load that fails keeps the old model."""
+        if not self.controller.can_start:
+            self.notify("Busy: wait for the reply or the load to end, then switch models.", severity="warning")
+            return
+        self._start_load(spec)
+
+    def _watch_hangup(self) -> None:
+        """A closed terminal (SIGHUP) or a SIGTERM must lose nothing and print no traceback."""
+        if self.is_headless:
+            return  # tests: never install process-wide handlers
+        try:
+            signal.signal(signal.SIGHUP, self._hangup)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.terminate)
+        except (ValueError, AttributeError, NotImplementedError, RuntimeError):
+            pass  # not the main thread, or no such signals (Windows)
+
+    def terminate(self) -> None:
+        """SIGTERM (`kill`, a logout, a service manager): unlike a hangup the terminal is still
+        there, so leave the normal way (save, restore the terminal), at once and bounded."""
+        self.engine.cancel()
+        asyncio.get_running_loop().create_task(self._quit(TERMINATED))
+
+    def _hangup(self, signum: int, frame: object) -> None:
+        """The terminal is gone. Textual's writer thread dies on the first write that fails, after
+        which any repaint blocks the event loop for good, so the normal (rendering) exit cannot
+        run. A plain signal handler still runs in the main thread: stop the engine's turn, save
+        the conversation, and leave at once (the OS frees the model and its thread)."""
+        self.engine.cancel()
+        self._save_conversation()
+        os._exit(0)
+
+    async def action_quit(self) -> None:
+        """Quit at once, mid-stream included; but a chat that neither the library nor the resume
+        file can take (a full disk) is asked about first, as replacing it is: leaving would lose it."""
+        if self._chat_would_be_lost():
+            self.chat_screen.ask_to_keep("Quit", lambda: asyncio.get_running_loop().create_task(self._quit(0)))
+            return
+        await self._quit(0)
+
+    def _chat_would_be_lost(self) -> bool:
+        """Try both keepers now: whether the chat is in neither (the library's reason is shown)."""
+        if self.controller.conversation.root is None or self.library.kept():
+            return False
+        return not self._save_conversation()
+
+    async def _quit(self, code: int) -> None:
+        await self.shutdown()
+        self.exit(return_code=code)
+
+    async def shutdown(self) -> None:
+        """Keep the conversation, then close the engine, waiting at most `QUIT_WAIT_S`: a reply
+        still streaming is saved as cancelled, and an engine thread that does not answer (a chat
+        template that loops, a hung load) is left to the OS (`engine_stuck`). Idempotent."""
+        if self._engine_closed:
+            return
+        self._engine_closed = True
+        self._save_conversation()  # first: whatever the engine does now, the chat is on disk
+        self.library.save_now()
+        try:
+            await asyncio.wait_for(self.controller.close(), QUIT_WAIT_S)
+        except asyncio.TimeoutError:
+            self.engine_stuck = True
+        self.library.close()
+
+    def _save_conversation(self) -> bool:
+        """Write the chat for "resume"; whether it is written (or empty). A failure (a full disk)
+        is one line, shown on exit unless a later try succeeds."""
+        conversation = self.controller.conversation
+        if conversation.root is None:
+            return True
+        path = last_conversation_path(self.save_dir)
+        try:
+            save_conversation(conversation, path)
+        except OSError as exc:
+            self.exit_note = f"logitscope: the conversation could not be saved to {path}: {exc.strerror or exc}"
+            self.log.warning(self.exit_note)
+            return False
+        self.exit_note = None
+        return True
+
+    async def on_unmount(self) -> None:
+        await self.shutdown()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification (ours and the widgets', which all come here) shows its text
+        literally: error lines quote paths, model names, config values and engine errors, where
+        markup would crash the app (``[/]``) or eat text and an ESC would reach the terminal.
+        Our own lines carry no markup, so `markup` is ignored. A message echoing a huge value
+        (a 20 MB config value) is cut in the middle: a toast is for reading."""
+        super().notify(printable(shortened(message)), title=printable(shortened(title, 80)), severity=severity,
+                       timeout=timeout, markup=False)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.keymap, self.config_problems))
+
+    def action_next_theme(self) -> None:
+        """Cycle: logitscope's own themes first, then Textual's."""
+        names = sorted(self.available_themes, key=lambda n: (not n.startswith("logitscope"), n))
+        self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
+        self.notify(f"Theme: {self.theme}", timeout=2)
+
+    def action_save_settings(self) -> None:
+        path = self.loaded.user_path
+        try:
+            save_settings(self.controller.params, self.theme, path)
+        except (ConfigError, OSError) as exc:
+            self.notify(str(exc), title="Settings not saved", severity="error", timeout=15)
+            return
+        self.notify(f"Saved parameters and theme to {path}", title="Settings")

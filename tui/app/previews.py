@@ -1,0 +1,191 @@
+"""What-if previews in the app: asked once the token cursor rests, streamed in, cached, reused.
+
+Why a helper beside the controller: previews are a second, optional conversation with the engine
+(`EngineAPI.preview`) with their own timing (a rest of `[preview] delay_ms` before asking, so
+arrowing through a reply asks nothing) and their own memory (a cache, so going back is instant).
+The engine runs them only while no turn is queued, so they never delay a reply.
+
+A preview is cached under exactly what it was computed from: the request's messages (the
+conversation up to the reply, plus the reply's first tokens), the candidate, the parameters and
+the length. Any change to the conversation makes a different key; `drop` also frees the lot
+whenever a turn starts. Only finished rows are kept: rows a turn cut short are asked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from textual.message import Message as TextualMessage
+
+from engine.core.api import (
+    EngineAPI,
+    EngineError,
+    Message,
+    PreviewFinished,
+    PreviewRequest,
+    PreviewToken,
+    SamplingParams,
+    TokenEvent,
+)
+from engine.core.settings import PreviewConfig
+
+FLUSH_HZ = 20.0  # redraws a second while previews stream (each row grows a token per step)
+CACHE_LIMIT = 512  # previewed candidates kept; the oldest go first
+
+Post = Callable[[TextualMessage], object]
+Key = tuple[tuple[Message, ...], int, SamplingParams, int]
+
+
+class PreviewsChanged(TextualMessage):
+    """Previews of `request`'s token grew or finished (the screen shows them if it still shows that token)."""
+
+    def __init__(self, request: PreviewRequest) -> None:
+        super().__init__()
+        self.request = request
+
+
+@dataclass
+class PreviewRow:
+    """One candidate's preview as shown: its tokens so far, and whether it is complete."""
+
+    candidate: int
+    tokens: list[PreviewToken] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(token.text for token in self.tokens)
+
+
+class Previews:
+    """Owns the preview requests of one screen: timing, the running stream, the cache."""
+
+    def __init__(self, engine: EngineAPI, post: Post, config: PreviewConfig) -> None:
+        self.engine = engine
+        self.config = config
+        self._post = post
+        self._cache: dict[Key, PreviewRow] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._last_post = 0.0
+        self.off = config.candidates == 0  # set for good when the engine cannot preview
+        self.problem = ""  # why previews are off, said once
+
+    def request_for(self, messages: tuple[Message, ...], tokens: list[TokenEvent], index: int,
+                    params: SamplingParams, thinking: bool | None = None) -> PreviewRequest | None:
+        """The preview request for token `index` of a reply written under the `thinking` switch
+        (None when it has no candidates): its prompt is the one the reply had."""
+        if self.off or not 0 <= index < len(tokens) or not tokens[index].candidates:
+            return None
+        before = tokens[:index]
+        partial = Message("assistant", "".join(t.text for t in before), tuple(t.id for t in before), thinking)
+        candidates = tuple(c.id for c in tokens[index].candidates[: self.config.candidates])
+        preview_params = self.config.params(params)
+        return PreviewRequest((*messages, partial), candidates, self.config.tokens, preview_params, self.config.seed)
+
+    def rows(self, request: PreviewRequest) -> list[PreviewRow]:
+        """What is known for each candidate of `request`, in its order (empty rows not yet asked)."""
+        return [self._cache.get(self._key(request, c)) or PreviewRow(c) for c in request.candidates]
+
+    def complete(self, request: PreviewRequest, candidate: int) -> PreviewRow | None:
+        """The finished preview of `candidate`, if there is one (a branch can start from it)."""
+        row = self._cache.get(self._key(request, candidate))
+        return row if row is not None and row.done else None
+
+    def rest_on(self, request: PreviewRequest | None) -> None:
+        """The cursor moved to `request`'s token: ask after the rest delay, unless all is cached.
+        Whatever was asked or running for another token is dropped (the engine is freed)."""
+        self.stop()
+        if request is None:
+            return
+        if all(row.done for row in self.rows(request)):
+            self._post(PreviewsChanged(request))
+            return
+        delay = self.config.delay_ms / 1000
+        self._timer = asyncio.get_running_loop().call_later(delay, self._start, request)
+
+    def stop(self) -> None:
+        """Cancel the pending ask and the running previews (their unfinished rows are forgotten)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._task = None
+
+    def drop(self) -> None:
+        """The conversation changed (a turn starts): stop, and forget every preview."""
+        self.stop()
+        self._cache.clear()
+
+    def _start(self, request: PreviewRequest) -> None:
+        self._timer = None
+        missing = tuple(c for c in request.candidates if self.complete(request, c) is None)
+        if missing:
+            self._task = asyncio.create_task(self._run(request, missing))
+
+    async def _run(self, shown: PreviewRequest, missing: tuple[int, ...]) -> None:
+        """Stream the missing rows into the cache; an engine that cannot preview turns them off."""
+        request = PreviewRequest(shown.messages, missing, shown.tokens, shown.params, shown.seed)
+        rows = {c: PreviewRow(c) for c in missing}
+        for candidate, row in rows.items():
+            self._remember(self._key(request, candidate), row)
+        try:
+            async with contextlib.aclosing(self.engine.preview(request)) as stream:
+                async for item in stream:
+                    if isinstance(item, PreviewToken):
+                        rows[item.candidate].tokens.append(item)
+                        self._changed(shown, final=False)
+                    elif isinstance(item, PreviewFinished):
+                        self._finish(request, rows, item)
+                        self._changed(shown, final=True)
+        except EngineError as exc:
+            self.off, self.problem = True, str(exc)
+            self._forget(request, rows)
+            self._changed(shown, final=True)
+        except asyncio.CancelledError:
+            self._forget(request, rows)
+            raise
+
+    def _finish(self, request: PreviewRequest, rows: dict[int, PreviewRow], done: PreviewFinished) -> None:
+        """Keep the rows that ran to their end; forget those cut short (asked again next time)."""
+        for preview in done.previews:
+            row = rows.get(preview.candidate)
+            if row is None:
+                continue
+            if preview.finish_reason == "cancelled":
+                self._cache.pop(self._key(request, preview.candidate), None)
+            else:
+                row.done = True
+
+    def _forget(self, request: PreviewRequest, rows: dict[int, PreviewRow]) -> None:
+        for candidate, row in rows.items():
+            if not row.done:
+                self._cache.pop(self._key(request, candidate), None)
+
+    def _changed(self, request: PreviewRequest, final: bool) -> None:
+        """Tell the screen, at most `FLUSH_HZ` times a second while rows stream."""
+        now = time.monotonic()
+        if final or now - self._last_post >= 1.0 / FLUSH_HZ:
+            self._last_post = now
+            self._post(PreviewsChanged(request))
+
+    def _remember(self, key: Key, row: PreviewRow) -> None:
+        self._cache[key] = row
+        while len(self._cache) > CACHE_LIMIT:
+            del self._cache[next(iter(self._cache))]
+
+    @staticmethod
+    def _key(request: PreviewRequest, candidate: int) -> Key:
+        return (request.messages, candidate, request.params.with_changes(seed=request.seed), request.tokens)
+
+
+def branch_tokens(row: PreviewRow, first_index: int) -> list[TokenEvent]:
+    """A finished preview as reply tokens (from `first_index` on): the ids and text the engine
+    wrote, their raw logprobs; the numbers a preview does not compute are unknown (None)."""
+    return [TokenEvent(first_index + i, t.id, t.text, t.text, t.logprob, None, None, None, ())
+            for i, t in enumerate(row.tokens)]

@@ -1,0 +1,395 @@
+"""The main screen: routes user intent to the controller and engine news to the widgets.
+
+It is the only place that knows both the controller and the widgets; widgets stay dumb
+(attributes down, messages up) and the controller never touches a widget.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from textual import events, on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+
+from engine.core.api import ParamError, SamplingParams
+from engine.models import DEMO_SPEC
+from engine.core.settings import Config
+from tui import messages as msg
+from tui.app.bindings import bindings_for
+from tui.app.controller import ChatController, Post
+from engine.core.chat.conversation import Node
+from engine.core.param_steps import PANEL_PARAMS, apply_preset, format_param, parse_param, step_param
+from tui.app.previews import Previews
+from tui.app.screens.chat_actions import ConversationActions
+from tui.app.screens.chat_previews import PreviewActions
+from tui.app.screens.dialogs import TextDialog, ValueDialog
+from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
+from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.chat_input import ChatInput
+from tui.app.widgets.heat_legend import HeatLegend
+from tui.app.widgets.key_bar import KeyBar
+from tui.app.widgets.params_panel import ParamsPanel
+from tui.app.widgets.previews import PreviewsPanel
+from tui.app.widgets.render import HeatMode, HeatPalette
+from tui.app.widgets.status_bar import StatusBar
+from tui.app.widgets.transcript import Transcript
+
+
+PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a streaming reply
+HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
+
+
+class ChatScreen(ConversationActions, PreviewActions):
+    """Transcript and input on the left, candidates and parameters on the right."""
+
+    DEFAULT_CSS = LAYOUT_CSS
+    BINDINGS = bindings_for("screen")
+
+    def __init__(self, make_controller: Callable[[Post], ChatController], config: Config,
+                 saved_conversation: Path | None = None) -> None:
+        """`saved_conversation`: the file the app writes on quit, which "resume" reopens."""
+        super().__init__()
+        self.controller = make_controller(self.post_message)
+        self.config = config
+        self.saved_conversation = saved_conversation
+        self.heat_mode: HeatMode | None = "p" if config.ui.heatmap else None
+        self.preset = ""
+        self._loading_spec = DEMO_SPEC  # the model being loaded: the welcome names it once it is in
+        self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
+        self._dropped = 0  # oldest messages the last turn left out to fit the context
+        self.previews = Previews(self.controller.engine, self.post_message, config.preview)
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="body"):
+            with Vertical(id="chat"):
+                yield Transcript()
+                yield HeatLegend()
+                yield ChatInput(id="input")
+            with Vertical(id="side"):
+                yield CandidatesPanel(classes="" if self.config.ui.show_candidates else "-hidden")
+                yield PreviewsPanel()
+                yield ParamsPanel(classes="" if self.config.ui.show_params else "-hidden")
+        yield StatusBar()
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        transcript = self.query_one(Transcript)
+        transcript.low_threshold = self.config.ui.low_prob_threshold
+        self.query_one(ParamsPanel).params = self.controller.params
+        self._apply_heat()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_heat())
+        self._update_side()
+        self.query_one(ChatInput).focus()
+
+    # --- engine news
+
+    @on(msg.ModelLoadStarted)
+    def _load_started(self, event: msg.ModelLoadStarted) -> None:
+        self._loading_spec = event.spec
+        self.query_one(StatusBar).show_loading(event.spec)
+
+    @on(msg.ModelLoading)
+    def _loading(self, event: msg.ModelLoading) -> None:
+        fraction = event.progress.fraction
+        percent = "" if fraction is None else f" {fraction:.0%}"
+        self.query_one(StatusBar).state = f"{event.progress.message}{percent}"
+
+    @on(msg.ContextMeasured)
+    def _measured(self, event: msg.ContextMeasured) -> None:
+        self.query_one(StatusBar).context_used = event.tokens
+
+    @on(msg.ModelLoaded)
+    def _loaded(self, event: msg.ModelLoaded) -> None:
+        bar = self.query_one(StatusBar)
+        bar.show_model(event.info)
+        bar.thinking = self.controller.thinking
+        demo = self._loading_spec == DEMO_SPEC
+        self.query_one(Transcript).welcome_model(None if demo else event.info.name)
+        for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
+            self.notify(note, severity="warning", timeout=15, markup=False)
+        conversation = self.controller.conversation
+        if any(v.tokens is not None and not v.ids_fit(event.info.path)
+               for n in conversation.iter_nodes() for v in n.versions):
+            self.notify(f"Now using {event.info.name}: the replies so far continue as text.")
+
+    @on(msg.ModelLoadFailed)
+    def _load_failed(self, event: msg.ModelLoadFailed) -> None:
+        """The engine keeps the model it had (and its cache): the status shows that one again."""
+        still = self.controller.engine.model
+        bar = self.query_one(StatusBar)
+        bar.show_model(still) if still is not None else bar.show_no_model()
+        kept = f" Still using {still.name}." if still is not None else ""
+        self.notify(f"{event.error}{kept}", title="Model failed to load", severity="error", timeout=30)
+
+    @on(msg.SendRefused)
+    def _refused(self, event: msg.SendRefused) -> None:
+        """Nothing was added: the text goes back into the input (unless the user typed anew)."""
+        self._give_back(event.text)
+        self.query_one(StatusBar).state = "not sent"
+        self.notify(event.reason, title="Not sent", severity="warning", timeout=15)
+        self.refresh_bindings()
+
+    @on(msg.GenerationStarted)
+    def _started(self, event: msg.GenerationStarted) -> None:
+        transcript = self.query_one(Transcript)
+        transcript.show(self.controller.conversation)
+        view = transcript.view_of(event.node)
+        if view is not None:
+            view.streaming = True
+            view.rebuild()
+        if transcript.cursor is None:
+            transcript.anchor()
+        self._dropped = event.dropped
+        self.drop_previews()
+        self.query_one(StatusBar).state = "generating…" + self._dropped_note()
+        self.refresh_bindings()
+
+    def _dropped_note(self) -> str:
+        """What the status bar adds while the oldest messages are left out ([chat] context_strategy)."""
+        n = self._dropped
+        return f" · context full: the oldest {n} message{'s' if n != 1 else ''} left out" if n else ""
+
+    @on(msg.ReplyGrew)
+    def _grew(self, event: msg.ReplyGrew) -> None:
+        transcript = self.query_one(Transcript)
+        transcript.stream_grew(event.node, follow=False)
+        now = time.monotonic()
+        if transcript.cursor is None and event.node.version.tokens and now >= self._panel_due:
+            # The newest token's table, a few times a second: at tens of tokens a second no one
+            # reads each one, and each redraw takes CPU the engine needs (the reply's end shows
+            # the last token anyway).
+            self._panel_due = now + 1.0 / PANEL_HZ
+            panel = self.query_one(CandidatesPanel)
+            panel.streaming, panel.token = True, event.node.version.tokens[-1]
+
+    @on(msg.GenerationFinished)
+    def _finished(self, event: msg.GenerationFinished) -> None:
+        self._end_stream(event.node)
+        bar = self.query_one(StatusBar)
+        bar.stats = event.stats
+        bar.state = ("stopped" if event.reason == "cancelled" else "ready") + self._dropped_note()
+
+    @on(msg.GenerationFailed)
+    def _failed(self, event: msg.GenerationFailed) -> None:
+        if event.node is not None:
+            self._end_stream(event.node)
+        self.query_one(StatusBar).state = "error"
+        self.notify(event.error, title="Generation failed", severity="error", timeout=15)
+
+    def _end_stream(self, node: Node) -> None:
+        transcript = self.query_one(Transcript)
+        view = transcript.view_of(node)
+        if view is not None:
+            view.streaming = False
+            view.sync()
+        panel = self.query_one(CandidatesPanel)
+        panel.streaming = False
+        if transcript.cursor is None and node.version.tokens:
+            panel.token = node.version.tokens[-1]
+        self.refresh_bindings()
+
+    # --- user intent from widgets
+
+    @on(msg.Submitted)
+    def _submitted(self, event: msg.Submitted) -> None:
+        """Send, or say why not and give the text back to the input (it was cleared on Enter)."""
+        if self.controller.busy:
+            why = "A reply is still streaming: Esc stops it."
+        elif self.controller.loading:
+            why = "A model is loading: send when it is ready."
+        elif self.controller.engine.model is None:
+            why = "No model is loaded: 'Switch model…' in the command palette picks one."
+        else:
+            self.query_one(Transcript).clear()
+            self.controller.send(event.text)
+            return
+        self._give_back(event.text)
+        self.notify(why, severity="warning")
+
+    def _give_back(self, text: str) -> None:
+        """Put an unsent message back into the input, unless the user has typed anew."""
+        chat_input = self.query_one(ChatInput)
+        if text and not chat_input.text.strip():
+            chat_input.load_text(text)
+            chat_input.move_cursor(chat_input.document.end)
+
+    @on(msg.TokenSelected)
+    def _token_selected(self, event: msg.TokenSelected) -> None:
+        panel = self.query_one(CandidatesPanel)
+        tokens = event.node.version.tokens if event.node is not None else None
+        panel.streaming = False
+        panel.token = tokens[event.index] if tokens and event.index is not None else None
+        self.preview_cursor(event.node, event.index)
+
+    @on(msg.CandidateChosen)
+    def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
+        cursor = self.query_one(Transcript).cursor or self._panel_cursor()
+        if cursor is None:
+            self.notify("Select a token first (Esc, then ←/→).", severity="warning")
+        elif (why := self.controller.branch(cursor[0], cursor[1], event.position,
+                                            self.preview_continuation(cursor[0], cursor[1], event.position))) is not None:
+            self.notify(why, severity="warning")
+        else:
+            self.query_one(Transcript).clear()
+
+    def _panel_cursor(self) -> tuple[Node, int] | None:
+        """The token the candidates panel shows while none is selected (the newest reply's last),
+        so a digit picks from the list on screen rather than failing silently."""
+        token = self.query_one(CandidatesPanel).token
+        for node in reversed(self.controller.conversation.path()):
+            tokens = node.version.tokens or []
+            if token is not None and tokens and tokens[-1] is token:
+                return node, len(tokens) - 1
+        return None
+
+    @on(msg.DraftPaused)
+    def _draft_paused(self, event: msg.DraftPaused) -> None:
+        self.controller.prepare(draft=event.text, measure=False)  # read a long message ahead while it is written
+
+    @on(Transcript.FlipRequested)
+    def _flip(self, event: Transcript.FlipRequested) -> None:
+        if self.controller.busy:
+            self.notify("A reply is streaming: Esc stops it first.", severity="warning")
+        elif not event.node.flip(event.step):
+            self.app.bell()
+        else:
+            transcript = self.query_one(Transcript)
+            transcript.show(self.controller.conversation)
+            transcript.reselect()
+            self.controller.prepare()  # the next reply continues the branch now shown
+
+    @on(msg.ParamStep)
+    def _param_step(self, event: msg.ParamStep) -> None:
+        self.action_step_param(event.name, event.direction)
+
+    @on(msg.ParamEdit)
+    def _param_edit(self, event: msg.ParamEdit) -> None:
+        self.edit_param(event.name)
+
+    # --- parameters
+
+    def set_params(self, params: SamplingParams, preset: str = "") -> None:
+        """Apply at once (a running reply uses them from its next token) and show them."""
+        self.controller.set_params(params)
+        panel = self.query_one(ParamsPanel)
+        panel.params, panel.preset = params, preset
+
+    def action_step_param(self, name: str, direction: int) -> None:
+        """Step a parameter; with the parameters panel out of sight (hidden, or a narrow
+        terminal showing the other panel) a short note says what changed: never silently."""
+        self.set_params(step_param(self.controller.params, name, direction))
+        if not self.query_one(ParamsPanel).region.area:
+            label = dict(PANEL_PARAMS).get(name, name)
+            self.notify(f"{label} {format_param(self.controller.params, name)}", timeout=2)
+
+    def edit_param(self, name: str) -> None:
+        """Ask for an exact value; a value outside the limits is refused in the dialog."""
+        def validate(text: str) -> str | None:
+            try:
+                parse_param(self.controller.params, name, text)
+            except ParamError as exc:
+                return str(exc)
+            return None
+
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.set_params(parse_param(self.controller.params, name, text))
+
+        current = getattr(self.controller.params, name)
+        hint = "empty or 'random' = a fresh seed each turn" if name == "seed" else ""
+        label = dict(PANEL_PARAMS).get(name, name)  # as the panel names it: top-p, not top_p
+        self.app.push_screen(ValueDialog(f"Set {label}", "" if current is None else str(current), validate, hint),
+                             done)
+
+    def action_next_preset(self) -> None:
+        names = list(self.config.presets)
+        if not names:
+            self.notify("No presets in config.", severity="warning")
+            return
+        name = names[(names.index(self.preset) + 1) % len(names)] if self.preset in names else names[0]
+        self.apply_preset(name)
+
+    def apply_preset(self, name: str) -> None:
+        self.preset = name
+        self.set_params(apply_preset(self.controller.params, self.config.presets[name]), name)
+        self.notify(f"Preset: {name}")
+
+    # --- chat actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Escape stops only while streaming; otherwise it falls through (leave the input)."""
+        if action == "stop":
+            return self.controller.busy
+        return True
+
+    def action_stop(self) -> None:
+        self.controller.stop()
+
+    def action_regenerate(self) -> None:
+        if not self.controller.regenerate():
+            self.notify(self._why_not_now() or "Nothing to regenerate yet.")
+
+    def action_edit_last(self) -> None:
+        user = self.controller.last_user()
+        if user is None or not self.controller.can_start:
+            self.notify(self._why_not_now() or "No message to edit yet.")
+            return
+        self.app.push_screen(TextDialog("Edit your last message", user.version.text),
+                             lambda text: self._resend(text))
+
+    def _resend(self, text: str | None) -> None:
+        if text and text.strip():
+            self.query_one(Transcript).clear()
+            self.controller.edit_last_user(text.strip())
+
+    def action_toggle_thinking(self) -> None:
+        """Each reply keeps the switch it was written under; this sets the next ones'."""
+        self.notify(self.controller.toggle_thinking())
+        self.query_one(StatusBar).thinking = self.controller.thinking
+
+    def action_system_prompt(self) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.controller.conversation.system_prompt = text.strip()
+                self.query_one(Transcript).show(self.controller.conversation)
+                self.controller.prepare()
+        self.app.push_screen(TextDialog("System prompt", self.controller.conversation.system_prompt), done)
+
+    # --- view
+
+    @property
+    def heatmap(self) -> bool:
+        """Whether the heatmap is on (by either measure): what "save settings" keeps."""
+        return self.heat_mode is not None
+
+    def action_toggle_heatmap(self) -> None:
+        """Off, then by probability, then by entropy, then off again."""
+        self.heat_mode = HEAT_CYCLE[(HEAT_CYCLE.index(self.heat_mode) + 1) % len(HEAT_CYCLE)]
+        self._apply_heat()
+
+    def _apply_heat(self) -> None:
+        mode = self.heat_mode
+        heat = HeatPalette.from_variables(self.app.theme_variables, mode) if mode is not None else None
+        self.query_one(Transcript).set_heat(heat)
+        self.query_one(HeatLegend).palette = heat
+
+    def action_toggle_units(self) -> None:
+        """The candidates panel in percent or in natural-log probabilities."""
+        panel = self.query_one(CandidatesPanel)
+        panel.logprobs = not panel.logprobs
+
+    def on_resize(self, event: events.Resize) -> None:
+        fit(self, event.size)
+
+    def action_toggle_candidates(self) -> None:
+        toggle(self, self.query_one(CandidatesPanel), self.query_one(ParamsPanel), params=False)
+
+    def action_toggle_params(self) -> None:
+        toggle(self, self.query_one(ParamsPanel), self.query_one(CandidatesPanel), params=True)
+
+    def _update_side(self) -> None:
+        hidden = all(w.has_class("-hidden") for w in (self.query_one(CandidatesPanel), self.query_one(ParamsPanel)))
+        self.query_one("#side").set_class(hidden, "-hidden")

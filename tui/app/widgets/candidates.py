@@ -1,0 +1,169 @@
+"""The candidates panel: for one token, what else the model considered, and how likely each was.
+
+Dumb on purpose: the screen sets `token`; Enter on a row posts `CandidateChosen` up.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.cells import set_cell_size
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from engine.core.api import TokenEvent
+from tui.app.bindings import bindings_for
+from tui.app.messages import CandidateChosen
+from tui.app.widgets.render import bar, log_text, percent, safe_log, visible
+
+BAR_WIDTH = 10
+FIXED_COLUMNS = 19  # key and marker, the two numbers, the gaps between the five columns
+CHARS = 12  # of a candidate's text
+SUMMARY_ROWS = 3  # the token, its probabilities, its rank and entropy
+UNKNOWN = "—"  # a number a filter made 0 in the sampled column, or one a remote server does not send
+
+
+class CandidatesPanel(Widget, can_focus=True):
+    """Top candidates of the selected token with raw and sampled probability bars."""
+
+    DEFAULT_CSS = """
+    CandidatesPanel { height: 1fr; border: round $border-blurred; padding: 0 1; }
+    CandidatesPanel:focus { border: round $border; }
+    """
+    BINDINGS = bindings_for("candidates")
+
+    _top = 0  # the first candidate shown when not all fit
+    token: reactive[TokenEvent | None] = reactive(None)
+    row: reactive[int] = reactive(0)
+    streaming: reactive[bool] = reactive(False)
+    logprobs: reactive[bool] = reactive(False)  # natural-log probabilities instead of percent
+
+    def on_mount(self) -> None:
+        self.border_title = "candidates"
+        self.watch(self.app, "theme", self._theme_changed, init=False)
+
+    def _theme_changed(self) -> None:
+        self.refresh()  # bar colours come from the theme's variables
+
+    def watch_token(self, token: TokenEvent | None) -> None:
+        if token is None or self.row >= len(token.candidates):
+            self.row = 0
+
+    def watch_row(self, row: int) -> None:
+        """Scroll the list just enough that the cursor's row shows."""
+        self._top = min(self._top, row)
+        self._top = max(self._top, row - max(1, self._room()) + 1)
+
+    def render(self) -> RenderableType:
+        token = self.token
+        if token is None:
+            return Text("Select a token: Esc to leave the input (Shift+Tab while a reply streams: Esc "
+                        "stops it), then ←/→, or click a token.", style="dim")
+        spacer = [Text("")] if self.size.height >= SUMMARY_ROWS + 2 + len(token.candidates) else []
+        return Group(self._summary(token), *spacer, self._table(token))
+
+    def _room(self) -> int:
+        """How many candidate rows fit under the numbers and the column heads."""
+        return self.size.height - SUMMARY_ROWS - 1
+
+    def _window(self, count: int) -> range:
+        """The candidates shown: all that fit, from `_top`, which keeps the cursor's row in."""
+        room = max(1, self._room())
+        self._top = max(0, min(self._top, count - room))
+        return range(self._top, min(count, self._top + room))
+
+    def _summary(self, token: TokenEvent) -> Text:
+        """The chosen token's numbers, named as api.py defines them. A small probability shows
+        its value (``3.2e-5``), never ``0.0%``: this token *was* drawn. The token is its piece,
+        as its row below and `logitscope run --json` write it: a byte of a split character is
+        ``\\xa9`` here while the reply shows the whole character."""
+        text = Text()
+        text.append(f"#{token.index} ", style="dim")
+        text.append(f"{visible(token.piece or token.text)!s}", style="bold")
+        sampled = token.sampled_prob
+        if self.logprobs:
+            shown = UNKNOWN if sampled is None else log_text(safe_log(sampled))
+            text.append(f"\nlog p raw {log_text(token.logprob):>6}  sampled {shown}")
+        else:
+            shown = UNKNOWN if sampled is None else percent(sampled, precise=True)
+            raw = percent(math.exp(token.logprob), precise=True)
+            text.append(f"\np raw {raw:>6}  sampled {shown}")  # steady while it streams
+        rank = UNKNOWN if token.rank is None else str(token.rank)
+        entropy = UNKNOWN if token.entropy is None else f"{token.entropy:.2f} nats"
+        text.append(f"\nrank {rank}  entropy {entropy}")
+        if self.streaming:
+            text.append("  (newest)", style="italic dim")
+        return text
+
+    def _number(self, p: float, logprob: float) -> str:
+        """One cell of the table, in the panel's unit."""
+        return log_text(logprob) if self.logprobs else percent(p)
+
+    def _table(self, token: TokenEvent) -> Table:
+        """key, token, raw bar, raw, sampled (— when a filter removed the candidate)."""
+        variables = self.app.theme_variables
+        table = Table.grid(padding=(0, 1))
+        for justify in ("left", "left", "left", "right", "right"):
+            table.add_column(justify=justify)  # type: ignore[arg-type]
+        heads = ("log raw", "log smp") if self.logprobs else ("raw", "sampled")
+        window = self._window(len(token.candidates))
+        chars, bar_width = self._widths()
+        table.add_row("", Text(self._more(window, len(token.candidates)), style="dim"), "",
+                      Text(heads[0], style="dim"), Text(heads[1], style="dim"))
+        for i in window:
+            cand = token.candidates[i]
+            p_raw = math.exp(cand.logprob)
+            removed = cand.sampled_prob == 0  # a filter removed it (None: unknown, remote)
+            chosen = cand.id == token.id
+            key = str((i + 1) % 10) if i < 10 else " "
+            row_style = "reverse" if i == self.row and self.has_focus else ""
+            label_style = f"bold {variables.get('chosen-token', '')}" if chosen else ""
+            sampled = (UNKNOWN if removed or cand.sampled_prob is None
+                       else self._number(cand.sampled_prob, safe_log(cand.sampled_prob)))
+            table.add_row(
+                Text(key + ("▶" if chosen else " "), style=row_style),
+                Text(set_cell_size(visible(cand.text), chars), style=f"{label_style} {row_style}".strip()),
+                Text(bar(p_raw, bar_width), style=variables.get("prob-bar-removed" if removed else "prob-bar", "")),
+                Text(self._number(p_raw, cand.logprob)),
+                Text(sampled, style="dim" if sampled == UNKNOWN else variables.get("prob-bar-sampled", "")),
+            )
+        if not token.candidates:
+            table.add_row("", Text("candidates are off (c/C to change)", style="dim"))
+        return table
+
+    @staticmethod
+    def _more(window: range, count: int) -> str:
+        """The scroll hint in the head row: how many candidates are above and below."""
+        above, below = window.start, count - window.stop
+        return " ".join(part for part in (f"▲{above}" if above else "", f"▼{below}" if below else "") if part)
+
+    def _widths(self) -> tuple[int, int]:
+        """(text, bar) widths that fit the panel: the bar narrows first, then the text."""
+        spare = self.size.width - FIXED_COLUMNS
+        if spare >= CHARS + BAR_WIDTH:
+            return CHARS, BAR_WIDTH
+        chars = max(4, min(CHARS, spare - 4))
+        return chars, max(0, spare - chars)
+
+    def action_cursor(self, step: int) -> None:
+        if self.token is not None and self.token.candidates:
+            self.row = (self.row + step) % len(self.token.candidates)
+
+    def action_choose(self) -> None:
+        if self.token is not None and self.token.candidates:
+            self.post_message(CandidateChosen(self.row))
+
+    def action_choose_at(self, position: int) -> None:
+        """A digit: the candidate it prints beside, as from the transcript."""
+        if self.token is not None and position >= len(self.token.candidates):
+            self.notify(f"This token has {len(self.token.candidates)} candidates.", severity="warning", timeout=4)
+        else:
+            self.row = position
+            self.post_message(CandidateChosen(position))
+
+    def action_focus_input(self) -> None:
+        self.screen.focus_next("ChatInput")
+

@@ -1,0 +1,71 @@
+"""The live sampling parameters. Shows `params`; keys post `ParamStep` / `ParamEdit` up."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from engine.core.api import SamplingParams
+from tui.app.bindings import PARAM_KEYS, bindings_for
+from tui.app.messages import ParamEdit, ParamStep
+from engine.core.param_steps import PANEL_PARAMS, format_param
+from tui.app.safe_text import literal
+
+
+class ParamsPanel(Widget, can_focus=True):
+    """One row per parameter; the selected row can be stepped or typed."""
+
+    DEFAULT_CSS = """
+    ParamsPanel { height: auto; border: round $border-blurred; padding: 0 1; }
+    ParamsPanel:focus { border: round $border; }
+    """
+    BINDINGS = bindings_for("params")
+
+    params: reactive[SamplingParams] = reactive(SamplingParams)
+    selected: reactive[int] = reactive(0)
+    preset: reactive[str] = reactive("")
+
+    def on_mount(self) -> None:
+        self.border_title = "parameters"
+
+    def watch_preset(self, preset: str) -> None:
+        """A preset's name comes from the config: a border title given a str reads it as markup."""
+        self.border_subtitle = literal(preset) if preset else None
+
+    def render(self) -> RenderableType:
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="dim")
+        table.add_column()
+        table.add_column(justify="right")
+        table.add_column(style="dim")  # "(off)" in a column of its own: the values never move
+        for i, (name, label) in enumerate(PANEL_PARAMS):
+            key = PARAM_KEYS[name]
+            style = "reverse" if i == self.selected and self.has_focus else ""
+            value, _, note = format_param(self.params, name).partition(" (")
+            table.add_row(f"{key}/{key.upper()}", Text(label, style=style), value, f"({note}" if note else "")
+        return table
+
+    @property
+    def selected_name(self) -> str:
+        return PANEL_PARAMS[self.selected][0]
+
+    def action_select(self, step: int) -> None:
+        self.selected = (self.selected + step) % len(PANEL_PARAMS)
+
+    def action_step(self, direction: int) -> None:
+        self.post_message(ParamStep(self.selected_name, direction))
+
+    def action_edit(self) -> None:
+        self.post_message(ParamEdit(self.selected_name))
+
+    def action_focus_input(self) -> None:
+        self.screen.focus_next("ChatInput")
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()

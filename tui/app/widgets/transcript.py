@@ -1,0 +1,290 @@
+"""The scrolling transcript and its token cursor.
+
+It shows the visible path of the conversation (one view per message) and owns the view state of
+token inspection: which reply and which token are selected. It never talks to the engine: moves
+of the cursor go up as `TokenSelected`, digit keys as `CandidateChosen`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from textual.containers import VerticalScroll
+from textual.geometry import Region
+from textual.message import Message
+from textual.widget import Widget
+
+from tui.app.bindings import bindings_for
+from tui.app.messages import CandidateChosen, TokenSelected
+from engine.core.chat.conversation import Conversation, Node, Version
+from tui.app.widgets.message_views import AssistantView, UserView, Welcome, welcome_text
+from tui.app.widgets.token_chunk import TokenChunk
+from tui.app.widgets.render import HeatPalette
+
+
+class Transcript(VerticalScroll, can_focus=True):
+    """Message views for the visible path; follows the stream unless scrolled up."""
+
+    DEFAULT_CSS = """
+    Transcript { padding: 0 1; }
+    Transcript:focus { background: $surface; }
+    """
+    BINDINGS = bindings_for("transcript")
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.conversation = Conversation()
+        self.heat: HeatPalette | None = None
+        self.low_threshold = 0.1
+        self.selected: AssistantView | None = None  # the reply holding the token cursor
+        self._model: str | None = None  # the loaded model's name for the welcome; None: the demo
+        self._system: Node | None = None
+
+    def on_mount(self) -> None:
+        self.anchor()
+        self._welcome(True)
+
+    def _welcome(self, shown: bool) -> None:
+        """The welcome stands in for the chat while it is empty."""
+        welcome = self.query_children(Welcome)
+        if shown and not welcome:
+            self.mount(Welcome(self._model))
+        elif not shown:
+            welcome.remove()
+
+    # --- what the screen calls
+
+    def welcome_model(self, model: str | None) -> None:
+        """Name the loaded model in the welcome (None: the demo, with what it knows)."""
+        self._model = model
+        for welcome in self.query_children(Welcome):
+            welcome.update(welcome_text(model))
+
+    def show(self, conversation: Conversation) -> None:
+        """Make the views match the conversation's visible path (reusing views that still fit)."""
+        self.conversation = conversation
+        path = self._system_nodes(conversation) + conversation.path()
+        self._welcome(not path)
+        views = [v for v in self.query_children().results() if not isinstance(v, Welcome)]
+        keep = 0
+        while keep < min(len(views), len(path)) and getattr(views[keep], "node", None) is path[keep]:
+            keep += 1
+        for view in views[keep:]:
+            if view is self.selected:
+                self.selected = None
+            view.remove()
+        for view in views[:keep]:
+            self._resync(view)
+        self.mount_all([self._view_for(node) for node in path[keep:]])
+        if self.cursor is None:
+            self.anchor()  # a resumed chat, another branch: its newest message in view
+
+    def _system_nodes(self, conversation: Conversation) -> list[Node]:
+        """The system prompt shown as a first message (a stable node while its text is unchanged)."""
+        if not conversation.system_prompt:
+            return []
+        if self._system is None or self._system.version.text != conversation.system_prompt:
+            self._system = Node("system", [Version(conversation.system_prompt)])
+        return [self._system]
+
+    def _view_for(self, node: Node) -> UserView | AssistantView:
+        if node.role == "assistant":
+            view = AssistantView(node)
+            view.heat = self.heat
+            return view
+        return UserView(node)
+
+    def _resync(self, view: object) -> None:
+        if isinstance(view, AssistantView):
+            if view.cursor is not None and view.cursor >= len(view.tokens):
+                view.cursor = None
+            view.rebuild()
+        elif isinstance(view, UserView):
+            view.sync()
+
+    def view_of(self, node: Node) -> AssistantView | None:
+        return next((v for v in self.query_children(AssistantView) if v.node is node), None)
+
+    def stream_grew(self, node: Node, follow: bool) -> None:
+        """New tokens in a streaming reply; the cursor follows the newest when asked."""
+        view = self.view_of(node)
+        if view is None:
+            return
+        view.sync()
+        if follow:
+            self._select(view, len(view.tokens) - 1 if view.tokens else None, scroll=False)
+
+    def set_heat(self, heat: HeatPalette | None) -> None:
+        self.heat = heat
+        for view in self.query_children(AssistantView):
+            view.set_heat(heat)
+
+    # --- the cursor
+
+    @property
+    def cursor(self) -> tuple[Node, int] | None:
+        if self.selected is None or self.selected.cursor is None:
+            return None
+        return self.selected.node, self.selected.cursor
+
+    def _select(self, view: AssistantView | None, index: int | None, scroll: bool = True) -> None:
+        """Move the cursor; a cursor that scrolls releases the view's anchor, and leaving the
+        cursor restores it: the view follows the newest message whenever the cursor is not in use."""
+        if view is None or index is None:
+            self.anchor()
+        if view is None and self.selected is None:
+            return  # nothing was selected: no news to post
+        if self.selected is not None and self.selected is not view:
+            self.selected.set_cursor(None)
+        self.selected = view
+        chunk = view.set_cursor(index) if view is not None else None
+        if scroll and chunk is not None and index is not None:
+            self.release_anchor()
+            if chunk.lines_of(index):
+                self._scroll_to_cursor(chunk, index)
+            else:  # the chunk is not laid out yet: scroll once it is
+                self.call_after_refresh(self._scroll_to_cursor, chunk, index)
+        node = view.node if view is not None else None
+        self.post_message(TokenSelected(node, index if view is not None else None))
+
+    def _scroll_to_cursor(self, chunk: TokenChunk, index: int) -> None:
+        """Bring the lines of token `index` into view: a chunk may be taller than the screen.
+
+        The lines' region is carried up to this container's virtual space the way
+        `Widget.scroll_to_widget` carries a widget's (the views in between do not scroll).
+        """
+        lines = chunk.lines_of(index)
+        if not lines:
+            self.scroll_to_widget(chunk, animate=False)
+            return
+        box = chunk.virtual_region
+        region = Region(box.x, box.y + lines.start, box.width, len(lines))
+        widget: Widget = chunk
+        while isinstance(widget.parent, Widget) and widget.parent is not self:
+            container = widget.parent
+            region = (region.translate(container.styles.margin.top_left)
+                      .translate(container.styles.border.spacing.top_left)
+                      .translate(container.virtual_region_with_margin.offset))
+            widget = container
+        self.scroll_to_region(region, animate=False)
+
+    def select_token(self, node: Node, index: int | None) -> None:
+        view = self.view_of(node)
+        if view is not None:
+            self._select(view, index)
+
+    def clear(self) -> None:
+        self._select(None, None)
+
+    def _replies(self) -> list[AssistantView]:
+        return [v for v in self.query_children(AssistantView) if v.tokens]
+
+    def on_assistant_view_token_clicked(self, event: AssistantView.TokenClicked) -> None:
+        self.focus()
+        self._select(event.view, event.index, scroll=False)
+
+    # --- key actions
+
+    def _ensure_selected(self) -> AssistantView | None:
+        """Start inspecting at the last reply when nothing is selected yet."""
+        if self.selected is None:
+            replies = self._replies()
+            if replies:
+                self._select(replies[-1], len(replies[-1].tokens) - 1)
+            return None
+        return self.selected
+
+    def action_move(self, step: int) -> None:
+        view = self._ensure_selected()
+        if view is not None and view.cursor is not None:
+            self._select(view, max(0, min(len(view.tokens) - 1, view.cursor + step)))
+
+    def action_edge(self, where: int) -> None:
+        view = self._ensure_selected() or self.selected
+        if view is not None and view.tokens:
+            self._select(view, 0 if where == 0 else len(view.tokens) - 1)
+
+    def action_next_low(self, step: int) -> None:
+        """Jump to the next/previous token whose raw probability is under the threshold, in this
+        reply or the ones after (before) it; when there is none, say so (a bell is not seen)."""
+        view = self.selected or self._ensure_selected()
+        if view is None or view.cursor is None:
+            return
+        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
+        replies = self._replies()
+        at = replies.index(view) if view in replies else 0
+        index = view.cursor + step
+        while 0 <= at < len(replies):
+            tokens = replies[at].tokens
+            while 0 <= index < len(tokens):
+                if tokens[index].logprob < limit:
+                    self._select(replies[at], index)
+                    return
+                index += step
+            at += step
+            if 0 <= at < len(replies):
+                index = 0 if step > 0 else len(replies[at].tokens) - 1
+        where = "after" if step > 0 else "before"
+        self.notify(f"No token below {self.low_threshold * 100:g}% {where} this one.", timeout=3)
+
+    def action_reply(self, step: int) -> None:
+        replies = self._replies()
+        if not replies:
+            return
+        if self.selected not in replies:
+            self._select(replies[-1], 0)
+            return
+        at = replies.index(self.selected) + step  # type: ignore[arg-type]
+        if 0 <= at < len(replies):
+            self._select(replies[at], 0)
+
+    def action_clear_cursor(self) -> None:
+        self.clear()
+
+    def action_choose(self, position: int) -> None:
+        """A digit: continue from that candidate. The screen decides which token (the selected
+        one, else the one the candidates panel shows) and says why not when it cannot."""
+        self.post_message(CandidateChosen(position))
+
+    def action_flip(self, step: int) -> None:
+        """Ask to show the previous/next version of the selected reply (or the last message
+        that has versions); the screen decides, because it knows whether a reply is streaming."""
+        node = self.selected.node if self.selected is not None else self._last_multi()
+        if node is None:
+            self.app.bell()
+        else:
+            self.post_message(self.FlipRequested(node, step))
+
+    def action_toggle_fold(self) -> None:
+        """Fold or unfold the thinking block of the selected reply, else of the last reply that
+        has one; a cursor inside a block being folded leaves it (its token is no longer shown)."""
+        view = self.selected
+        if view is None or view.thinking() is None:
+            view = next((v for v in reversed(self._replies()) if v.thinking() is not None), None)
+        if view is None:
+            self.app.bell()
+            return
+        block = view.thinking()
+        inside = view is self.selected and view.cursor is not None and block is not None and view.cursor < block.end
+        if inside and not view.folded:
+            self.clear()
+        view.toggle_fold()
+
+    def reselect(self) -> None:
+        """Post the current selection again (the shown version changed under the cursor)."""
+        cursor = self.cursor
+        self.post_message(TokenSelected(*cursor) if cursor else TokenSelected(None, None))
+
+    def _last_multi(self) -> Node | None:
+        return next((n for n in reversed(self.conversation.path()) if len(n.versions) > 1), None)
+
+    def action_focus_input(self) -> None:
+        self.screen.focus_next("ChatInput")
+
+    class FlipRequested(Message):
+        """The user wants `node` to show its previous (-1) or next (+1) version."""
+
+        def __init__(self, node: Node, step: int) -> None:
+            super().__init__()
+            self.node = node
+            self.step = step

@@ -1,0 +1,129 @@
+"""`logitscope run --save` and `--continue ID`: the headless chat in the conversation library.
+
+`run` makes linear chats (one version per message), so this writes the same format-2 document
+the app writes (`engine.core.chat.fileformat.conversation_to_dict`: nodes each naming their parent, every
+reply with its tokens, candidates, parameters, seed, statistics and model folder) and reads back
+the visible branch of any chat, the app's included. `tests/test_library_cli.py` proves both ways.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from engine.core.api import Message, SamplingParams, TokenEvent, TurnFinished
+from engine.core.library import Library, LibraryError
+
+STATS = ("prompt_tokens", "reused_tokens", "prefilled_tokens", "generated_tokens", "ttft_s", "prefill_tps",
+         "decode_tps", "context_used", "context_limit")
+
+
+def token_dict(event: TokenEvent) -> dict[str, Any]:
+    """A token as format 2 keeps it (every field, candidates as dicts)."""
+    data = dict(event.__dict__)
+    data["candidates"] = [dict(c.__dict__) for c in event.candidates]
+    return data
+
+
+class LinearChat:
+    """A chat being written turn by turn: the document so far, saved after each reply."""
+
+    def __init__(self, library: Library, model_spec: str, document: dict[str, Any] | None = None,
+                 conversation_id: str | None = None) -> None:
+        self.library = library
+        self.model_spec = model_spec
+        self.document = document or {"format": 2, "system_prompt": "", "nodes": []}
+        self.conversation_id = conversation_id
+        self._tail = visible_path(self.document)[-1] if self.document["nodes"] else None
+        self._tokens: list[dict[str, Any]] = []
+
+    def system(self, text: str) -> None:
+        if not self.document["nodes"]:
+            self.document["system_prompt"] = text
+
+    def user(self, text: str) -> None:
+        self._append("user", {"text": text, "tokens": None, "params": None, "finish_reason": None,
+                              "branched_at": None, "stats": None, "model": None, "thinking": None})
+
+    def token(self, event: TokenEvent) -> None:
+        self._tokens.append(token_dict(event))
+
+    def reply(self, done: TurnFinished, params: SamplingParams, model_folder: str | None) -> str | None:
+        """Close the reply with what the engine reported (the parameters and seed it ran with) and
+        commit the chat; returns why the library refused, or None."""
+        stats = {name: getattr(done, name) for name in STATS}
+        self._append("assistant", {"text": done.text, "tokens": self._tokens, "params": asdict(params),
+                                   "finish_reason": done.finish_reason, "branched_at": None, "stats": stats,
+                                   "model": model_folder, "thinking": None})  # the template's default
+        self._tokens = []
+        try:
+            self.save()
+        except LibraryError as error:
+            return str(error)
+        return None
+
+    def save(self) -> str:
+        self.conversation_id = self.library.save(self.document, conversation_id=self.conversation_id,
+                                                 model_spec=self.model_spec)
+        return self.conversation_id
+
+    def _append(self, role: str, version: dict[str, Any]) -> None:
+        nodes = self.document["nodes"]
+        parent = None if self._tail is None else [self._tail, nodes[self._tail].get("active", 0)]
+        nodes.append({"parent": parent, "role": role, "active": 0, "versions": [version]})
+        self._tail = len(nodes) - 1
+
+
+def first_messages(system: str | None, chat: LinearChat | None, folder: str) -> list[Message]:
+    """A continued chat's visible branch (its replies as ids when `folder` wrote them), or the
+    system message of a new one."""
+    if chat is not None and chat.document["nodes"]:
+        return history(chat.document, folder)
+    if chat is not None and system:
+        chat.system(system)
+    return [Message("system", system)] if system else []
+
+
+def visible_path(document: dict[str, Any]) -> list[int]:
+    """Indexes of the nodes on the visible branch: from the first, each active version's child."""
+    nodes = document.get("nodes") or []
+    child = {tuple(n["parent"]): i for i, n in enumerate(nodes) if isinstance(n.get("parent"), list)}
+    path, at = [], 0 if nodes else None
+    while at is not None and at not in path:
+        path.append(at)
+        at = child.get((at, nodes[at].get("active", 0)))
+    return path
+
+
+def history(document: dict[str, Any], model_folder: str | None) -> list[Message]:
+    """The visible branch as the engine's messages; a reply carries its exact ids only when they
+    are the loaded model's (its folder), as the app's `Conversation.messages` does."""
+    out = [Message("system", document["system_prompt"])] if document.get("system_prompt") else []
+    for index in visible_path(document):
+        node = document["nodes"][index]
+        version = node["versions"][node.get("active", 0)]
+        tokens = version.get("tokens")
+        fits = tokens is not None and version.get("model") is not None and version.get("model") == model_folder
+        text = version.get("text") or ("".join(t["text"] for t in tokens) if tokens else "")
+        out.append(Message(node["role"], text, tuple(t["id"] for t in tokens) if fits else None))
+    return out
+
+
+def open_chat(continue_id: str | None, model_spec: str) -> LinearChat:
+    """The library chat `run` writes to: a new one, or the stored chat `continue_id` names.
+    `LibraryError` (one line) when the library cannot be opened or has no such chat."""
+    library = Library()
+    if continue_id is None:
+        return LinearChat(library, model_spec)
+    stored = library.load(continue_id)
+    try:
+        visible_path(stored.document)
+        history(stored.document, None)
+    except (KeyError, TypeError, IndexError, AttributeError):
+        raise LibraryError(f"chat {stored.entry.id} cannot be continued: its document is damaged") from None
+    return LinearChat(library, model_spec, stored.document, stored.entry.id)
+
+
+def saved_record(conversation_id: str) -> dict[str, str]:
+    """`--json`'s last line after `--save`."""
+    return {"type": "saved", "id": conversation_id}

@@ -1,0 +1,141 @@
+"""The `logitscope` console script.
+
+``logitscope [--model SPEC] [--config PATH] [--trust-remote-code] [--gguf-threads N]`` opens the TUI;
+``logitscope run ...`` and ``logitscope bench ...`` are the headless engine CLI (imported only
+when asked for, so the TUI starts without it). ``--fake-engine`` (or LOGITSCOPE_FAKE_ENGINE=1),
+hidden from --help, swaps the model for the scripted test double: the tmux test and screenshots
+use it so they need no weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from engine.gguf import GgufEngine
+    from engine.core.settings import ModelConfig
+    from tui.app.application import LogitscopeApp
+
+HEADLESS_COMMANDS = ("run", "bench")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logitscope",
+        description="Chat with a local language model and see each token's top candidates.",
+        epilog="Headless: 'logitscope run --help' and 'logitscope bench --help'. "
+               "The conversation library: 'logitscope list', 'export ID --format md|json', 'import FILE'.",
+    )
+    parser.add_argument("--model", metavar="SPEC", help="local model folder, Hugging Face repo id, .gguf file "
+                        "(or owner/repo/file.gguf), or 'demo'")
+    parser.add_argument("--config", metavar="PATH", type=Path, help="config file (default: the XDG one)")
+    parser.add_argument("--trust-remote-code", action="store_true", default=None,
+                        help="allow model code from the repo (only for repos you trust)")
+    parser.add_argument("--server", metavar="URL", help="an OpenAI-compatible server (mlx_lm.server, vLLM, "
+                        "llama.cpp) instead of MLX here; --model then names its model")
+    parser.add_argument("--tokenizer", metavar="SPEC", help="the server's model's tokenizer, for token-id prompts")
+    parser.add_argument("--gguf-threads", metavar="N", help="llama.cpp's threads for GGUF files "
+                        "(0 = automatic; default: [model] gguf_threads)")
+    parser.add_argument("--fake-engine", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--version", action="store_true",
+                        help="print the versions and which BLAS MLX would use here (and why), then exit")
+    return parser
+
+
+def _use_fake(args: argparse.Namespace) -> bool:
+    return bool(args.fake_engine) or os.environ.get("LOGITSCOPE_FAKE_ENGINE", "") not in ("", "0")
+
+
+def tune_gc_for_streaming() -> None:
+    """Collect garbage less often while the app runs.
+
+    A stream allocates many small objects; with the default thresholds full collections ran
+    every few seconds and took 100-230 ms, a visible stall of a key press. Measured with
+    `python -m tui.bench.probe_app stream`: worst key-to-screen 153-183 ms -> 22-33 ms.
+    """
+    gc.set_threshold(10_000, 10, 10)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("list", "export", "import"):  # the conversation library (tui.headless.library)
+        from tui.headless.library import main as library_main
+
+        return library_main(argv)
+    if argv and argv[0] in HEADLESS_COMMANDS:
+        from tui.headless import main as engine_main
+
+        return engine_main(argv)
+    args = _parser().parse_args(argv)
+    if args.version:  # the engine's own report: the TUI may not look inside the engine
+        from tui.headless import version
+
+        return version.main()
+    from engine.core.settings import load_config, parse_gguf_threads
+    from tui.app.application import LogitscopeApp
+
+    try:
+        threads = None if args.gguf_threads is None else parse_gguf_threads(args.gguf_threads)
+    except ValueError as error:
+        print(f"logitscope: {error}", file=sys.stderr)
+        return 2
+    loaded = load_config(args.config, explicit=args.config is not None)
+    if _use_fake(args):
+        from engine.scripted import ScriptedEngine
+
+        engine: object = ScriptedEngine(token_delay=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")))
+    elif args.server or loaded.config.engine.server:
+        from engine.core.api import EngineError
+        from engine.remote import remote_engine
+
+        try:
+            chosen = loaded.config.engine
+            engine = remote_engine(replace(chosen, server=args.server or chosen.server,
+                                           tokenizer=args.tokenizer or chosen.tokenizer))
+        except EngineError as error:
+            print(f"logitscope: {error}", file=sys.stderr)
+            return 2
+    else:
+        engine = local_engine(loaded.config.model, threads)
+    app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)  # type: ignore[arg-type]
+    tune_gc_for_streaming()
+    app.run()
+    return after_exit(app)
+
+
+def local_engine(model: ModelConfig, threads: int | None) -> GgufEngine:
+    """The engine for models on this machine, whatever the first one is: `GgufEngine` loads MLX
+    folders exactly as `engine.local.client.Engine` does and ``.gguf`` files with llama.cpp, on one
+    thread, so the model picker can switch from the demo to a GGUF file and back in one session
+    (a GGUF file without the [gguf] extra is refused at load, in one line saying how to install it).
+    `threads`: --gguf-threads (None: [model] gguf_threads; 0: automatic)."""
+    from engine.gguf import GgufEngine
+    from engine.core.settings import kv_cache_dir
+
+    return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
+                      fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir(),
+                      threads=model.gguf_threads if threads is None else threads)
+
+
+def after_exit(app: "LogitscopeApp") -> int:
+    """Once the terminal is restored: say what the screen no longer could (a save that failed),
+    and never wait on an engine thread that did not stop (interpreter exit would join it)."""
+    code = app.return_code or 0
+    if app.exit_note:
+        print(app.exit_note, file=sys.stderr)
+    if app.engine_stuck:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

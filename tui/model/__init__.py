@@ -1,1 +1,0 @@
-"""Textual-free data: the conversation tree and parameter arithmetic."""
