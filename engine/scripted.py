@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import AsyncGenerator, Sequence, Union
 
 from engine.core.api import (
+    NO_MODEL,
     Candidate,
     ContextLimitError,
     EngineError,
@@ -197,7 +198,7 @@ class ScriptedEngine:
         """The scripted prompt's length: a role marker per message plus its words (or its ids);
         the scripted prompt has no thinking switch."""
         if self._model is None or self.closed:
-            raise EngineError("No model is loaded: load one first.")
+            raise EngineError(NO_MODEL)
         return len(self._prompt_ids(GenerateRequest(tuple(messages), self._params)))
 
     def set_params(self, params: SamplingParams) -> None:

@@ -155,7 +155,7 @@ async def test_cancel_during_a_long_prefill_stops_between_chunks(
 
     from mlx_lm.models import llama
 
-    from engine import session as session_module
+    from engine.local import session as session_module
 
     monkeypatch.setattr(session_module, "PREFILL_CHUNK", 4)
     original = llama.Model.__call__

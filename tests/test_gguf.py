@@ -44,9 +44,9 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture
 async def gguf_engine(pair: tuple[Path, Path]) -> AsyncIterator[Engine]:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
-    engine = GgufEngine()
+    engine = local_engine()
     await engine.load(str(pair[1]))
     yield engine
     await engine.close()
@@ -70,13 +70,13 @@ async def test_agrees_with_the_mlx_engine(pair: tuple[Path, Path], gguf_engine: 
 
 @needs_llama
 async def test_warm_turn_equals_cold_run(pair: tuple[Path, Path], gguf_engine: Engine) -> None:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
     _, first = await run(gguf_engine, CHAT)
     second_chat = (*CHAT, reply(first), Message("user", "and the cat?"))
     warm_events, warm = await run(gguf_engine, second_chat)
     assert warm.reused_tokens >= len(first.prompt_ids)  # the first turn stayed in llama.cpp's cache
-    cold_engine = GgufEngine()
+    cold_engine = local_engine()
     try:
         await cold_engine.load(str(pair[1]))
         cold_events, cold = await run(cold_engine, second_chat)
@@ -169,11 +169,11 @@ async def test_cancel_within_a_token(gguf_engine: Engine) -> None:
 
 
 async def test_bad_files_are_one_line(tmp_path: Path) -> None:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
     text = tmp_path / "notes.gguf"
     text.write_text("hello\x1b[31m", encoding="utf-8")
-    engine = GgufEngine()
+    engine = local_engine()
     try:
         for spec, words in ((str(tmp_path / "missing.gguf"), "no such GGUF file"), (str(text), "not a GGUF file")):
             with pytest.raises(ModelLoadError) as caught:
@@ -234,13 +234,13 @@ async def test_qwen2_agrees_with_the_mlx_engine(tmp_path: Path) -> None:
     """A second architecture (q/k/v biases, no RoPE row permutation), from bfloat16 weights."""
     from tinymodels import build_family
 
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
     from engine.gguf.convert import convert_folder
 
     folder = build_family(tmp_path / "qwen2", "qwen2", seed=4)
     file = convert_folder(folder, tmp_path / "qwen2-f32.gguf")
     results = []
-    for engine, spec in ((Engine(), folder), (GgufEngine(), file)):
+    for engine, spec in ((Engine(), folder), (local_engine(), file)):
         try:
             await engine.load(str(spec))
             results.append(await run(engine, CHAT))
@@ -253,10 +253,10 @@ async def test_qwen2_agrees_with_the_mlx_engine(tmp_path: Path) -> None:
 
 @needs_llama
 async def test_one_engine_switches_between_mlx_and_gguf(pair: tuple[Path, Path], tmp_path: Path) -> None:
-    """The picker may name either kind: one GgufEngine loads both, on one thread; a bad file keeps the model."""
-    from engine.gguf import GgufEngine
+    """The picker may name either kind: one local engine loads both, on one thread; a bad file keeps the model."""
+    from engine.factory import local_engine
 
-    engine = GgufEngine()
+    engine = local_engine()
     try:
         first = await engine.load(str(pair[0]))
         _, mlx_turn = await run(engine, CHAT)

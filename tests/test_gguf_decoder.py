@@ -92,9 +92,9 @@ async def test_events_arrive_in_order_then_the_finish(gguf_engine: Engine) -> No
 
 @needs_llama
 async def test_closing_ends_the_side_thread(pair: tuple[Path, Path]) -> None:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
-    engine = GgufEngine()
+    engine = local_engine()
     await engine.load(str(pair[1]))
     await run(engine, CHAT, GREEDY)
     assert any(t.name == "logitscope-stats" for t in threading.enumerate())

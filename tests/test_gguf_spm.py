@@ -97,10 +97,10 @@ def test_decodes_as_llama_cpp(loaded: Any) -> None:
 
 
 async def test_an_spm_file_chats_with_its_template(spm_file: tuple[Path, Path], loaded: Any) -> None:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
     chat = (Message("system", "You are a cat."), Message("user", "Hello there, how  are you?\n🙂"))
-    engine = GgufEngine(threads=1)
+    engine = local_engine(threads=1)
     try:
         info = await engine.load(str(spm_file[1]))
         assert info.has_chat_template and info.vocab_size == len(loaded.tokenizer)

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from tui.headless import run
-from engine.gguf import GgufEngine, default_threads
+from engine.factory import local_engine
+from engine.gguf import GgufLoader, default_threads
+from engine.local.client import Engine
 from engine.core.settings import load_config, parse_gguf_threads
 
 
@@ -45,14 +47,20 @@ def test_the_flag_value() -> None:
 
 def test_zero_means_the_environment_then_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LOGITSCOPE_GGUF_THREADS", raising=False)
-    assert GgufEngine(threads=0).threads == default_threads()
+    assert _threads(local_engine(threads=0)) == default_threads()
     monkeypatch.setenv("LOGITSCOPE_GGUF_THREADS", "3")
-    assert GgufEngine(threads=0).threads == 3 and GgufEngine(threads=2).threads == 2
+    assert _threads(local_engine(threads=0)) == 3 and _threads(local_engine(threads=2)) == 2
+
+
+def _threads(engine: Any) -> int:
+    """llama.cpp's thread count of a local engine (its GGUF loader's)."""
+    assert isinstance(engine, Engine)
+    return next(loader.threads for loader in engine.loaders if isinstance(loader, GgufLoader))
 
 
 def _tui_engine(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, Any]:
     """What `logitscope ARGV` builds (the app not run): (exit status, the engine or None)."""
-    from tui import cli
+    from tui import main as cli
     from tui.app.application import LogitscopeApp
 
     built: list[Any] = []
@@ -65,9 +73,9 @@ def test_logitscope_takes_the_flag_over_the_key(monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("LOGITSCOPE_GGUF_THREADS", "7")
     config = str(_config(tmp_path, "[model]\ngguf_threads = 2\n"))
-    assert _tui_engine(monkeypatch, ["--config", config])[1].threads == 2  # the key over the environment
-    assert _tui_engine(monkeypatch, ["--config", config, "--gguf-threads", "5"])[1].threads == 5
-    assert _tui_engine(monkeypatch, ["--config", config, "--gguf-threads", "0"])[1].threads == 7  # automatic
+    assert _threads(_tui_engine(monkeypatch, ["--config", config])[1]) == 2  # the key over the environment
+    assert _threads(_tui_engine(monkeypatch, ["--config", config, "--gguf-threads", "5"])[1]) == 5
+    assert _threads(_tui_engine(monkeypatch, ["--config", config, "--gguf-threads", "0"])[1]) == 7  # automatic
     capsys.readouterr()
     code, engine = _tui_engine(monkeypatch, ["--config", config, "--gguf-threads", "lots"])
     err = capsys.readouterr().err
@@ -81,10 +89,10 @@ def test_run_takes_the_flag_over_the_key(tmp_path: Path, capsys: pytest.CaptureF
     def engine_for(*flags: str) -> Any:
         args = run.build_parser().parse_args(["run", "--prompt", "hi", "--config", config, *flags])
         plan = run.plan_run(args)
-        return run._real_engine(plan.config, "model-Q4_0.gguf")
+        return run._real_engine(plan.config)
 
-    assert isinstance(engine_for(), GgufEngine) and engine_for().threads == 2
-    assert engine_for("--gguf-threads", "3").threads == 3
+    assert _threads(engine_for()) == 2
+    assert _threads(engine_for("--gguf-threads", "3")) == 3
     with pytest.raises(run.UsageError):
         engine_for("--gguf-threads", "-2")
     assert run.main(["run", "--prompt", "hi", "--model", "x.gguf", "--gguf-threads", "many"]) == 2
@@ -93,7 +101,7 @@ def test_run_takes_the_flag_over_the_key(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_the_flag_is_in_both_helps() -> None:
-    from tui import cli
+    from tui import main as cli
 
     assert "--gguf-threads" in cli._parser().format_help()
     run_parser = run.build_parser()

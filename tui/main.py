@@ -13,13 +13,10 @@ import argparse
 import gc
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
-    from engine.gguf import GgufEngine
-    from engine.core.settings import ModelConfig
     from tui.app.application import LogitscopeApp
 
 HEADLESS_COMMANDS = ("run", "bench")
@@ -87,41 +84,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"logitscope: {error}", file=sys.stderr)
         return 2
     loaded = load_config(args.config, explicit=args.config is not None)
-    if _use_fake(args):
-        from engine.scripted import ScriptedEngine
+    from engine.core.api import EngineError
+    from engine.factory import EngineChoice, build_engine
 
-        engine: object = ScriptedEngine(token_delay=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")))
-    elif args.server or loaded.config.engine.server:
-        from engine.core.api import EngineError
-        from engine.remote import remote_engine
-
-        try:
-            chosen = loaded.config.engine
-            engine = remote_engine(replace(chosen, server=args.server or chosen.server,
-                                           tokenizer=args.tokenizer or chosen.tokenizer))
-        except EngineError as error:
-            print(f"logitscope: {error}", file=sys.stderr)
-            return 2
-    else:
-        engine = local_engine(loaded.config.model, threads)
-    app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)  # type: ignore[arg-type]
+    choice = EngineChoice(server=args.server or None, tokenizer=args.tokenizer, gguf_threads=threads,
+                          scripted=_use_fake(args),
+                          scripted_delay_s=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")))
+    try:
+        engine = build_engine(loaded.config, choice)
+    except EngineError as error:
+        print(f"logitscope: {error}", file=sys.stderr)
+        return 2
+    app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)
     tune_gc_for_streaming()
     app.run()
     return after_exit(app)
-
-
-def local_engine(model: ModelConfig, threads: int | None) -> GgufEngine:
-    """The engine for models on this machine, whatever the first one is: `GgufEngine` loads MLX
-    folders exactly as `engine.local.client.Engine` does and ``.gguf`` files with llama.cpp, on one
-    thread, so the model picker can switch from the demo to a GGUF file and back in one session
-    (a GGUF file without the [gguf] extra is refused at load, in one line saying how to install it).
-    `threads`: --gguf-threads (None: [model] gguf_threads; 0: automatic)."""
-    from engine.gguf import GgufEngine
-    from engine.core.settings import kv_cache_dir
-
-    return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
-                      fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir(),
-                      threads=model.gguf_threads if threads is None else threads)
 
 
 def after_exit(app: "LogitscopeApp") -> int:

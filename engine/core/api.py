@@ -73,6 +73,8 @@ import threading
 from dataclasses import dataclass, field, fields, replace
 from typing import AsyncGenerator, Literal, Protocol, Sequence, runtime_checkable
 
+from engine.core.text import typed_value
+
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length", "cancelled"]
 
@@ -121,10 +123,7 @@ class SamplingParams:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-def _short(value: object) -> str:
-    """A value as the user typed it, cut short so one bad input stays one readable line."""
-    text = repr(value)
-    return text if len(text) <= 24 else text[:21] + "..."
+_short = typed_value  # engine.core.text: the one shortener of typed values
 
 
 # name -> (lowest, highest, type). The single source of truth for validation, the CLI and the TUI.
@@ -306,6 +305,24 @@ class LoadProgress:
 
 
 @dataclass(frozen=True)
+class Abilities:
+    """What an engine can do with the loaded model, declared at load so a front end shows or hides
+    a feature up front instead of finding out by an error. Each missing ability carries its one
+    line of why (`why`), said once where the feature would be."""
+
+    previews: bool = True  # what-if previews (`EngineAPI.preview`)
+    branching: bool = True  # continue a reply from a chosen candidate (`GenerateRequest.continue_last`)
+    token_counting: bool = True  # `count_tokens` counts exactly; without it the server checks the length
+    live_params: bool = True  # a parameter change applies from the next token (else from the next reply)
+    warm_up: bool = True  # `prepare` warms the cache for the message being typed
+    why: tuple[tuple[str, str], ...] = ()  # (ability, the one line saying why it is missing)
+
+    def reason(self, ability: str) -> str:
+        """Why `ability` is missing ("" when it is not, or no reason was given)."""
+        return dict(self.why).get(ability, "")
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What the caller may know about the loaded model."""
 
@@ -320,10 +337,14 @@ class ModelInfo:
     notes: tuple[str, ...] = ()  # lines to tell the user once after the load (an assumed context limit)
     blas_problem: str = ""  # why the fast BLAS could not be loaded (the missing library, its install command)
     supports_thinking: bool = False  # the chat template has a thinking switch (`GenerateRequest.thinking`)
+    abilities: Abilities = Abilities()  # what the engine can do with this model
 
 
 class EngineError(Exception):
     """Anything the engine refuses or fails at; the message is one line for the user."""
+
+
+NO_MODEL = "No model is loaded: load one first."  # what every engine answers before its first load
 
 
 class ModelLoadError(EngineError):

@@ -7,8 +7,10 @@ terminal. `printable` is the one place such text is defused: every C0 and C1 con
 except newline and tab becomes a visible stand-in, so the user sees *that* something odd was
 there (``␛]52;c;aGk=␇``) instead of having it done to them.
 
-It lives in `engine.core.settings` (the text-for-the-user corner of the engine) so that both the
-headless CLI and the TUI, which may import only a few engine packages, use the same table.
+It is also the one place a user-facing line is shortened: `shortened` (a long text, its middle
+cut with a count), `clipped` (a value echoed in a message: its start and end), `error_line` (an
+exception as one status-bar line) and `typed_value` (a bad input as the user typed it). Both front
+ends and every engine use these, so one bad input is one readable line everywhere.
 """
 
 from __future__ import annotations
@@ -55,3 +57,20 @@ def shortened(text: str, limit: int = 500) -> str:
     marker = f" … ({len(text) - limit + 40:,} characters cut) … "
     tail = limit // 5
     return text[: limit - tail - len(marker)] + marker + text[-tail:]
+
+
+def clipped(value: str, limit: int = 120) -> str:
+    """A value the user gave, echoed in a message: its start and end, however long it is."""
+    return value if len(value) <= limit else f"{value[: limit * 2 // 3]}…{value[-(limit // 3):]}"
+
+
+def error_line(error: BaseException, limit: int = 240) -> str:
+    """The first line of an exception's message, shortened: what a user can read in a status bar."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def typed_value(value: object, limit: int = 24) -> str:
+    """A value as the user typed it (its repr), cut short so one bad input stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

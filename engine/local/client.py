@@ -29,20 +29,24 @@ from engine.core.api import (
     TurnFinished,
 )
 from engine.local.commands import CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, Sink
+from engine.local.loaders import ModelLoader
 from engine.local.worker import CLOSE_WAIT_S, EngineOptions, EngineWorker
 
 
 class Engine:
-    """Local MLX inference with a KV cache reused across turns (see `engine.core.api.EngineAPI`)."""
+    """The local engine: inference on this machine with a KV cache reused across turns (see
+    `engine.core.api.EngineAPI`), for every kind of model file its loaders read."""
 
     def __init__(
         self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto", fast_layers: bool = True,
-        kv_cache_dir: str = "",
+        kv_cache_dir: str = "", loaders: Sequence[ModelLoader] = (),
     ) -> None:
         """`max_context` caps the context below the model's own limit (0 = the model's limit);
         `fast_blas`, `compute_dtype`, `fast_layers` and `kv_cache_dir` (recent histories' KV caches
-        on disk, `engine.local.kvdisk`) are described in `engine.local.worker.EngineOptions`."""
+        on disk, `engine.local.kvdisk`) are described in `engine.local.worker.EngineOptions`;
+        `loaders` read the kinds of model file besides MLX's (`engine.factory` adds GGUF's)."""
         self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers, kv_cache_dir)
+        self._loaders = tuple(loaders)
         self._worker: EngineWorker | None = None  # started on first use
         self._model: ModelInfo | None = None
         self._turns: list[TurnControl] = []  # turns submitted and not yet finished
@@ -52,6 +56,11 @@ class Engine:
     def model(self) -> ModelInfo | None:
         """The loaded model, or None."""
         return self._model
+
+    @property
+    def loaders(self) -> tuple[ModelLoader, ...]:
+        """The kinds of model file this engine reads besides MLX's (in the order it asks them)."""
+        return self._loaders
 
     @property
     def engine_thread_id(self) -> int | None:
@@ -191,7 +200,7 @@ class Engine:
         if self._closed:
             raise EngineError("The engine is closed.")
         if self._worker is None:
-            self._worker = EngineWorker(self._options)
+            self._worker = EngineWorker(self._options, self._loaders)
         return self._worker
 
 

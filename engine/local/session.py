@@ -19,6 +19,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from engine.local.lastrow import LastRowHead
+from engine.local.loaders import ModelRuntime
 from engine.local.prompt import TextEncoder, common_prefix_len
 from engine.local.snapshots import CacheSnapshots, wraps_within
 from engine.local.textstream import PieceCache
@@ -51,6 +52,7 @@ class Session:
         self.disk: Any = None  # an `engine.local.kvdisk.DiskKVCache`: recent histories' caches on disk
         # makes each turn's decoder from (session, control); None: `engine.local.turn`'s MLX one
         self.decoder_factory: Callable[..., Any] | None = None
+        self.runtime = ModelRuntime()  # what this kind of model does differently (engine.local.loaders)
 
     def reuse_prefix(self, prompt: Sequence[int]) -> int:
         """Cut the cache back to what `prompt` shares with it; returns how many ids are reused.

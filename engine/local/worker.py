@@ -16,9 +16,10 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from engine.core.api import (
+    NO_MODEL,
     EngineError,
     ModelInfo,
     ModelLoadError,
@@ -33,13 +34,12 @@ from engine.local.commands import (
     PreviewCommand,
     StopCommand,
 )
-from engine.models import one_line
-from engine.models.context import ContextLimit, model_context_limit
+from engine.local.loaders import MlxLoader, ModelLoader, vocab_size
+from engine.core.text import clipped, error_line as one_line
 from engine.local.watchdog import Watchdog, bound_template
 
 if TYPE_CHECKING:
     from engine.local.backend import SpeedLayer
-    from engine.models import LoadedModel
     from engine.local.session import Session
 
 CLOSE_WAIT_S = 2.0  # the longest closing waits for the engine thread (a daemon: it cannot hold the exit)
@@ -64,9 +64,11 @@ class EngineOptions:
 class EngineWorker:
     """Owns the engine thread and the session (model + cache) that lives on it."""
 
-    def __init__(self, options: EngineOptions | None = None) -> None:
-        """Start the thread at once: it must exist before any MLX work can be queued."""
+    def __init__(self, options: EngineOptions | None = None, loaders: Sequence[ModelLoader] = ()) -> None:
+        """Start the thread at once: it must exist before any MLX work can be queued. `loaders` are
+        asked in order which one reads a spec; MLX's (`MlxLoader`) takes every other spec."""
         self._options = options or EngineOptions()
+        self._loaders: tuple[ModelLoader, ...] = (*loaders, MlxLoader())
         self._speed: SpeedLayer | None = None  # set on the thread, before MLX is imported
         self._commands: queue.Queue[Command] = queue.Queue()
         self._stream: Any = None  # the engine thread's MLX stream, touched only on that thread
@@ -158,45 +160,42 @@ class EngineWorker:
 
     def _load(self, command: LoadCommand, old: Session | None) -> Session | None:
         """Replace the loaded model once the new one is in: a load that fails keeps the old model
-        and its cache (for the moment of the swap both are in memory)."""
+        and its cache (for the moment of the swap both are in memory).
+
+        The steps every kind of model shares run here, once; reading the weights is the job of
+        the first loader that takes the spec (`engine.local.loaders`)."""
         try:
             import mlx.core as mx
 
-            from engine.local.lastrow import install_last_row_head
-            from engine.models import load_model
-            from engine.local.precision import apply_compute_dtype, choose_compute_dtype
+            from engine.local.loaders import LoadContext
             from engine.local.session import Session
 
             speed = self._speed
             assert speed is not None  # set before the first command is read
-            loaded = load_model(
-                command.spec, trust_remote_code=command.trust_remote_code, on_progress=command.on_progress
-            )
+            loader = next(loader for loader in self._loaders if loader.accepts(command.spec))
+            parts = loader.load(command, LoadContext(self._options, speed, first_load=not self._told_blas))
             self._watchdog = self._watchdog or Watchdog()
-            bound_template(loaded.tokenizer, self._watchdog, Path(command.spec).expanduser().name or loaded.name)
-            _quiet_length_warning(loaded.tokenizer)
-            dtype = apply_compute_dtype(
-                loaded.model, choose_compute_dtype(self._options.compute_dtype, mx.default_device())
-            )
-            speed.tune(loaded.model)
-            context = model_context_limit(loaded.config, loaded.model, self._options.max_context)
-            limit = context.tokens
+            bound_template(parts.tokenizer, self._watchdog, parts.template_name)
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
-            session = Session(loaded.model, loaded.tokenizer, limit, self._stream,
-                              install_last_row_head(loaded.model), sampler_exp=speed.sampler_exp)
+            session = Session(parts.model, parts.tokenizer, parts.context_limit, self._stream, parts.last_row,
+                              sampler_exp=speed.sampler_exp)
+            session.decoder_factory = parts.decoder_factory
+            session.runtime = parts.runtime
             if old is not None:
                 old.close()
-            info = _model_info(command.spec, loaded, context, dtype, speed, tell_blas=not self._told_blas)
-            session.disk = self._disk_cache(info.path, dtype)
-            command.sink(info)
+                old.runtime.close()
+            if parts.disk_key is not None:
+                session.disk = self._disk_cache(*parts.disk_key)
+            command.sink(parts.info)
             self._told_blas = True
-            speed.after_load(loaded.model, lambda: not self._commands.empty())
+            if parts.after_load is not None:
+                parts.after_load(lambda: not self._commands.empty())
             return session
         except EngineError as exc:
             command.sink(exc)
         except Exception as exc:  # never let the thread die; the caller gets one line
-            command.sink(ModelLoadError(f"Could not load {_clipped(command.spec)}: {one_line(exc)}"))
+            command.sink(ModelLoadError(f"Could not load {clipped(command.spec)}: {one_line(exc)}"))
         return old
 
     def _disk_cache(self, folder: str, dtype: str) -> Any:
@@ -224,7 +223,7 @@ class EngineWorker:
     def _count(self, command: CountCommand, session: Session | None) -> None:
         """The prompt's length as the next turn would render it (its template, its spliced ids)."""
         if session is None:
-            command.sink(EngineError("No model is loaded: load one first."))
+            command.sink(EngineError(NO_MODEL))
             return
         try:
             from engine.local.prompt import render_prompt
@@ -243,7 +242,7 @@ class EngineWorker:
             if session is not None:
                 from engine.local.warmup import warm_cache
 
-                check_token_ids(command.messages, _vocab_size(session.model, session.tokenizer))
+                check_token_ids(command.messages, vocab_size(session.model, session.tokenizer))
                 warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft,
                                     command.thinking)
         except EngineError:  # ids this model cannot take: the turn itself will say so
@@ -256,12 +255,16 @@ class EngineWorker:
     def _preview(self, command: PreviewCommand, session: Session | None) -> None:
         """Run what-if previews; they never touch the session's cache, so a failure leaves it as is."""
         if session is None:
-            command.sink(EngineError("No model is loaded: load one first."))
+            command.sink(EngineError(NO_MODEL))
+            return
+        refusal = session.runtime.preview_refusal()
+        if refusal:
+            command.sink(EngineError(refusal))
             return
         try:
             from engine.local.preview import check_request, run_preview
 
-            check_request(command.request, _vocab_size(session.model, session.tokenizer))
+            check_request(command.request, vocab_size(session.model, session.tokenizer))
             def stop() -> bool:
                 """Give way to any queued command (a turn starts within one decode step)."""
                 return command.cancelled.is_set() or not self._commands.empty()
@@ -275,35 +278,22 @@ class EngineWorker:
     def _generate(self, command: GenerateCommand, session: Session | None) -> None:
         """Run one turn; any failure ends it with one EngineError and a clean cache."""
         if session is None:
-            command.sink(EngineError("No model is loaded: load one first."))
+            command.sink(EngineError(NO_MODEL))
             return
         try:
             from engine.local.turn import run_turn
 
-            check_token_ids(command.request.messages, _vocab_size(session.model, session.tokenizer))
-            command.sink(run_turn(session, command.request, command.control, command.sink))
+            check_token_ids(command.request.messages, vocab_size(session.model, session.tokenizer))
+            sink, flush = session.runtime.turn_sink(command.sink)
+            try:
+                sink(run_turn(session, command.request, command.control, sink))
+            finally:
+                flush()
         except EngineError as exc:
             command.sink(exc)
         except Exception as exc:
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
             command.sink(EngineError(f"Generation failed: {one_line(exc)}"))
-
-
-def _clipped(value: str, limit: int = 120) -> str:
-    """A value the user gave, echoed in a message: its start and end, however long it is."""
-    return value if len(value) <= limit else f"{value[: limit * 2 // 3]}…{value[-(limit // 3):]}"
-
-
-def _quiet_length_warning(tokenizer: Any) -> None:
-    """Silence transformers' "Token indices sequence length is longer than..." for this tokenizer.
-
-    The engine measures every prompt against the model's context itself and says so in one line
-    (`ContextLimitError`); the tokenizer's own limit (often unset or wrong) would add a second,
-    misleading line on stderr. transformers keeps this once-only flag per tokenizer.
-    """
-    flags = getattr(tokenizer, "deprecation_warnings", None)
-    if isinstance(flags, dict):
-        flags["sequence-length-is-longer-than-the-specified-maximum"] = True
 
 
 def _refuse(command: Command, error: EngineError) -> None:
@@ -319,6 +309,7 @@ def _tear_down(session: Session | None) -> None:
     try:
         if session is not None:
             session.close()
+            session.runtime.close()
         _release_streams()
     except Exception:  # noqa: BLE001 - nothing is left to tell: callers were answered already
         pass
@@ -336,44 +327,3 @@ def _release_streams() -> None:
 
     mx.synchronize()
     mx.clear_streams()
-
-
-def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: str, speed: SpeedLayer,
-                tell_blas: bool) -> ModelInfo:
-    """What the caller may know about the loaded model (plain data only).
-
-    `path` is the folder the weights came from (for a hub id or "demo", not the spec itself);
-    `notes` says once what the user should know, e.g. that the context limit is assumed, and, on
-    the engine's first load (`tell_blas`), why the fast BLAS could not be loaded.
-    """
-    from engine.local.prompt import supports_thinking
-
-    model, tokenizer = loaded.model, loaded.tokenizer
-    blas_note = (f"Fast BLAS off: {speed.blas_problem}.",) if tell_blas and speed.blas_problem else ()
-    return ModelInfo(
-        name=Path(spec).expanduser().name or loaded.name,
-        path=str(loaded.path),
-        context_limit=context.tokens,
-        vocab_size=_vocab_size(model, tokenizer),
-        has_chat_template=bool(tokenizer.has_chat_template),
-        parameters=_parameter_count(model),
-        dtype=dtype,
-        blas=speed.blas_status,
-        blas_problem=speed.blas_problem,
-        supports_thinking=supports_thinking(tokenizer),
-        notes=((context.note(),) if context.note() else ()) + blas_note,
-    )
-
-
-def _vocab_size(model: Any, tokenizer: Any) -> int:
-    """How many ids the model's embedding takes (its config's vocab_size, else the tokenizer's)."""
-    return int(getattr(getattr(model, "args", None), "vocab_size", 0) or len(tokenizer))
-
-
-def _parameter_count(model: Any) -> int:
-    """How many weights the model holds (quantized weights count as their packed elements)."""
-    from mlx.utils import tree_flatten
-
-    flat = tree_flatten(model.parameters())  # typed as list-or-dict; without `destination` a list
-    assert isinstance(flat, list)
-    return sum(int(array.size) for _, array in flat)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.core.api import LoadProgress, ModelLoadError
+from engine.core.text import error_line as one_line  # the one shortener of error lines
 
 Report = Callable[[LoadProgress], None]
 # What mlx-lm itself downloads (mlx_lm.utils.DEFAULT_ALLOW_PATTERNS): weights in safetensors only,
@@ -93,9 +94,3 @@ def download_error(repo_id: str, error: Exception) -> ModelLoadError:
     if isinstance(error, errors.HFValidationError):
         return ModelLoadError(f"not a valid Hugging Face repo id: {repo_id}")
     return ModelLoadError(f"cannot download {repo_id}: {one_line(error)}")
-
-
-def one_line(error: BaseException, limit: int = 240) -> str:
-    """The first line of an exception's message, shortened: what a user can read in a status bar."""
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"

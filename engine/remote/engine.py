@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import AsyncGenerator, Sequence
 
 from engine.core.api import (
+    NO_MODEL,
+    Abilities,
     EngineError,
     EngineEvent,
     GenerateRequest,
@@ -32,6 +34,7 @@ from engine.remote.http import HttpClient, HttpOptions
 from engine.remote.tokens import ServerTokenizer, in_daemon_thread, load_tokenizer
 
 SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the server serves"
+PREVIEW_REFUSAL = "Previews are not available on a remote server (--server): they need the local engine."
 
 
 class RemoteEngine:
@@ -83,7 +86,7 @@ class RemoteEngine:
         self._model = ModelInfo(name=name, path=f"{client.base_url}#{name}", context_limit=caps.context_limit,
                                 vocab_size=len(tokens) if tokens is not None else 0, has_chat_template=True,
                                 parameters=0, dtype="remote", blas=caps.kind,
-                                notes=_notes(caps, self._by_ids, problem))
+                                notes=_notes(caps, self._by_ids, problem), abilities=_abilities(caps, self._by_ids))
         return self._model
 
     async def _tokenizer_for(self, caps: Capabilities, name: str) -> tuple[ServerTokenizer | None, str]:
@@ -102,8 +105,7 @@ class RemoteEngine:
     def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
         """Refused: a server decodes one sequence per request, so k previews would be k full
         turns (and its sampler cannot be seeded to match a later branch token for token)."""
-        return _refused(EngineError("Previews are not available on a remote server (--server): "
-                                    "they need the local engine."))
+        return _refused(EngineError(PREVIEW_REFUSAL))
 
     def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
                 ) -> asyncio.Future[int]:
@@ -117,7 +119,7 @@ class RemoteEngine:
         so the caller's context check is skipped (`context_limit` is then 0, "unknown", or the
         server's own limit). `thinking` is not sent: a server offers no switch here."""
         if self._model is None or self._closed:
-            raise EngineError("No model is loaded: load one first.")
+            raise EngineError(NO_MODEL)
         if self._by_ids and self._tokens is not None:
             return len(await self._tokens.render(messages, False))
         return 0
@@ -160,7 +162,7 @@ class RemoteEngine:
         if self._closed:
             raise EngineError("The engine is closed.")
         if self._client is None or self._caps is None or self._model is None:
-            raise EngineError("No model is loaded: load one first.")
+            raise EngineError(NO_MODEL)
         if not request.messages:
             raise EngineError("Nothing to answer: the conversation is empty.")
         if request.continue_last and not self._by_ids:
@@ -194,6 +196,19 @@ async def _check_served(client: HttpClient, wire: str) -> None:
         await client.post_json("/v1/chat/completions", body)
     except EngineError as exc:
         raise ModelLoadError(f"{wire!r}: {exc}") from None
+
+
+def _abilities(caps: Capabilities, by_ids: bool) -> Abilities:
+    """What the app may offer on this server: over the chat endpoint the server renders the
+    history itself, so it counts the prompt, continues no partial reply and takes parameter
+    changes only from the next reply; previews need the local engine everywhere."""
+    why = [("previews", PREVIEW_REFUSAL)]
+    if not by_ids:
+        why += [("branching", f"{caps.kind}'s chat endpoint cannot continue a partial reply: branching from a "
+                              "candidate needs a local engine or token-id prompts (--tokenizer)."),
+                ("token_counting", f"{caps.kind} counts the prompt itself over the chat endpoint.")]
+    return Abilities(previews=False, branching=by_ids, token_counting=by_ids, live_params=by_ids, warm_up=False,
+                     why=tuple(why))
 
 
 def _notes(caps: Capabilities, by_ids: bool, problem: str) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from tinymodels import build_model
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
 from engine.core.settings.config import load_config
-from tui import cli
+from tui import main as cli
 from tui.app.application import LogitscopeApp
 from tui.app.screens.model_picker import ModelPicker
 

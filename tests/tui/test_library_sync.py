@@ -13,7 +13,7 @@ from tui_helpers import SIZE, send, start_reply, wait_idle, wait_until
 
 from engine.scripted import ScriptedEngine
 from engine.core.library import Library
-from tui import library_sync
+from tui.app import library_sync
 from tui.app.application import LogitscopeApp
 from engine.core.chat.fileformat import conversation_from_dict
 

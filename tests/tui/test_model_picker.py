@@ -14,7 +14,7 @@ from textual.widgets import Input, OptionList
 from engine.models import hub
 from engine.core.api import ModelInfo
 from engine.scripted import ScriptedEngine
-from tui import cli
+from tui import main as cli
 from tui.app.application import LogitscopeApp
 from tui.app.screens.model_picker import ModelPicker
 from tui.app.widgets.chat_input import ChatInput
@@ -186,20 +186,23 @@ def test_compute_label_is_short() -> None:
 
 
 def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """One engine for MLX folders and GGUF files (`GgufEngine`), whatever the first model is."""
-    import engine.gguf
+    """One engine for MLX folders and GGUF files (the local engine with the GGUF loader), whatever
+    the first model is."""
+    import engine.local.client
+    from engine.gguf import GgufLoader, default_threads
 
     built: list[dict[str, object]] = []
     ran: list[bool | None] = []
 
     class Recorder:
-        def __init__(self, max_context: int = 0, **options: object) -> None:
-            built.append({"max_context": max_context, **options})
+        def __init__(self, max_context: int = 0, *, loaders: tuple[object, ...] = (), **options: object) -> None:
+            threads = [loader.threads for loader in loaders if isinstance(loader, GgufLoader)]
+            built.append({"max_context": max_context, **options, "threads": threads})
 
     def run(self: LogitscopeApp) -> None:
         ran.append(self.trust_remote_code)
 
-    monkeypatch.setattr(engine.gguf, "GgufEngine", Recorder)
+    monkeypatch.setattr(engine.local.client, "Engine", Recorder)
     monkeypatch.setattr(LogitscopeApp, "run", run)
     monkeypatch.delenv("LOGITSCOPE_FAKE_ENGINE", raising=False)
     config = tmp_path / "c.toml"
@@ -207,7 +210,7 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
                       "trust_remote_code = true\nfast_layers = false\n", encoding="utf-8")
     assert cli.main(["--config", str(config)]) == 0
     assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16", "fast_layers": False,
-                      "kv_cache_dir": "", "threads": 0}]  # the suite turns the disk KV cache off (conftest)
+                      "kv_cache_dir": "", "threads": [default_threads()]}]  # the suite turns the disk KV cache off (conftest)
     assert ran == [True]
 
 

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from tui import cli
+from tui import main as cli
 
 
 def test_run_and_bench_are_forwarded(monkeypatch: pytest.MonkeyPatch) -> None:

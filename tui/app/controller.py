@@ -26,7 +26,7 @@ from engine.core.api import (
     TokenEvent,
     TurnFinished,
 )
-from tui import messages as msg
+from tui.app import messages as msg
 from engine.core.chat.context import fit, leave_out
 from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
 
@@ -232,8 +232,9 @@ class ChatController:
     async def _fit_and_answer(self, messages: tuple[Message, ...], commit: Callable[[], Node], text: str) -> None:
         model = self.engine.model
         try:
-            fitted = await fit(self._count, messages, model.context_limit if model else 1, self.context_strategy,
-                               self.params.max_tokens, self._left_out)
+            limit = (model.context_limit if model.abilities.token_counting else 0) if model else 1
+            fitted = await fit(self._count, messages, limit, self.context_strategy, self.params.max_tokens,
+                               self._left_out)
         except EngineError as exc:
             self._post(msg.SendRefused(text, str(exc)))
             return

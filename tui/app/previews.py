@@ -124,6 +124,11 @@ class Previews:
 
     def _start(self, request: PreviewRequest) -> None:
         self._timer = None
+        model = self.engine.model
+        if model is not None and not model.abilities.previews:  # declared at load: never asked
+            self.off, self.problem = True, model.abilities.reason("previews") or "This model has no previews."
+            self._changed(request, final=True)
+            return
         missing = tuple(c for c in request.candidates if self.complete(request, c) is None)
         if missing:
             self._task = asyncio.create_task(self._run(request, missing))

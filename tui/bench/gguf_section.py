@@ -5,7 +5,7 @@ The files are made here, offline: the bench's random-weight Llama shape is writt
 (``tui.bench.shapes``), converted to an F32 GGUF (``engine.gguf.convert``) and quantized to
 Q4_0, Q8_0 and F16 by llama.cpp's own quantizer (``llama_model_quantize``). The contenders:
 
-- **ours**: a `GgufEngine` turn, greedy, 10 candidates: decode speed and prefill speed as
+- **ours**: a local engine's turn, greedy, 10 candidates: decode speed and prefill speed as
   `TurnFinished` reports them (the same numbers the status bar shows);
 - **llama.cpp**: the bare loop, ``llama_decode`` then llama.cpp's greedy sampler
   (``llama_sampler_sample``) per token, on a fresh context; prefill is one ``llama_decode`` of
@@ -119,9 +119,9 @@ async def _compare(section: Section, tag: str, path: Path, threads: int, rounds:
     load drifts), and which goes first alternates: the second of a pair measured up to ~7% faster
     prefill (30M F16: 0.93x with ours always first, 0.99x with theirs first). llama.cpp's prompt
     is ours of the round (or, going first, of the round before: another text of the same length)."""
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
-    engine = GgufEngine(threads=threads)
+    engine = local_engine(threads=threads)
     turns, theirs = [], []
     try:
         await engine.load(str(path))
@@ -151,9 +151,9 @@ async def _ours_threads_row(section: Section, tag: str, path: Path, rounds: int,
                             prompt_words: int) -> None:
     """Our decode at 1 and 2 llama.cpp threads, alternating: what `default_threads` should be
     (ours also runs the statistics thread and the caller's, unlike llama.cpp's bare loop)."""
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
-    engines = {n: GgufEngine(threads=n) for n in (1, 2)}
+    engines = {n: local_engine(threads=n) for n in (1, 2)}
     samples: dict[int, list[float]] = {1: [], 2: []}
     try:
         for engine in engines.values():

@@ -9,7 +9,6 @@ The target: open and filter within 100 ms of a key.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
 import time
@@ -24,7 +23,6 @@ from engine.core.library.blobs import encode_tokens
 CHATS, TURNS = 1000, 50
 WORDS = ["penguin", "volcano", "river", "token", "model", "sample", "branch", "cache", "ocean", "forest", "music", "engine", "planet", "garden", "window", "letter", "number", "story", "castle", "dragon"]
 TARGET_MS = 100.0
-PROBE = "tui.bench.probe_library"
 
 
 def _f32(x: float) -> float:
@@ -116,10 +114,9 @@ def _blob_row(section: Section) -> None:
 
 
 def _screen_rows(section: Section, path: Path, rounds: int) -> None:
-    if importlib.util.find_spec(PROBE) is None:
-        section.notes.append(f"{PROBE} is not installed with this build: no screen rows")
-        return
-    runs = [run_json_module(PROBE, "--library", str(path), timeout_s=120.0) for _ in range(rounds)]
+    from tui.bench import probe_library
+
+    runs = [run_json_module(probe_library, "--library", str(path), timeout_s=120.0) for _ in range(rounds)]
     section.add("screen: Ctrl+G -> the list painted", [r["open_ms"] for r in runs], "ms")
     section.add("screen: key -> filtered rows painted (median)", [r["key_ms_median"] for r in runs], "ms")
     section.add("screen: key -> filtered rows painted (worst)", [r["key_ms_max"] for r in runs], "ms")

@@ -21,7 +21,9 @@ from tui.bench.shapes import shape_named
 
 
 def _worker(config: dict[str, Any]) -> dict[str, Any]:
-    return run_json_module("tui.bench.memory_worker", json.dumps(config), timeout_s=900.0)
+    from tui.bench import memory_worker
+
+    return run_json_module(memory_worker, json.dumps(config), timeout_s=900.0)
 
 
 def memory_section(section: Section, shapes: tuple[str, ...], prompt: int, decode: int, rounds: int) -> None:

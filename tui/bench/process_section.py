@@ -23,7 +23,9 @@ UNTARGETED_SHAPES = frozenset({"2m"})
 
 def run_worker(config: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
     """One measurement in a fresh interpreter; raises RuntimeError with the worker's last line."""
-    return run_json_module("tui.bench.worker", json.dumps(config), timeout_s=timeout_s)
+    from tui.bench import worker
+
+    return run_json_module(worker, json.dumps(config), timeout_s=timeout_s)
 
 
 def process_section(section: Section, shape: str, prompt: int, decode: int, rounds: int, budget_s: float) -> None:

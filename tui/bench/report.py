@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+from types import ModuleType
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
@@ -133,13 +134,16 @@ def alternate(contenders: dict[str, Callable[[int], float]], rounds: int) -> dic
     return samples
 
 
-def run_json_module(module: str, *args: str, timeout_s: float) -> dict[str, Any]:
+def run_json_module(module: ModuleType, *args: str, timeout_s: float) -> dict[str, Any]:
     """``python -m module *args`` in a fresh interpreter; its last stdout line is the JSON result.
 
-    Raises RuntimeError with the module's last stderr line when it fails.
+    The probe is passed as an imported module, not a name, so a moved or renamed probe fails at
+    its import (and under the type checker), not as a subprocess that cannot find it. Raises
+    RuntimeError with the module's last stderr line when it fails.
     """
-    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout_s)
+    name = module.__name__
+    done = subprocess.run([sys.executable, "-m", name, *args], capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
-        raise RuntimeError(f"{module} failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+        raise RuntimeError(f"{name} failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -8,25 +8,20 @@ inside the app (first token and decode speed while the app draws).
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from typing import Any
 
 from tui.bench.report import Section, run_json_module
 
-PROBE = "tui.bench.probe_app"
-
-
 def _probe(*args: str) -> dict[str, Any]:
-    return run_json_module(PROBE, *args, timeout_s=300.0)
+    from tui.bench import probe_app  # imported here: the bench process itself never draws
+
+    return run_json_module(probe_app, *args, timeout_s=300.0)
 
 
 def tui_section(section: Section, rounds: int, tokens: int, app_model: tuple[str, str] | None = None) -> None:
     """Rows for throughput, backlog, key latency and start-up, and with `app_model` (name, folder)
-    the real engine inside the app; skipped when the probe is missing."""
-    if importlib.util.find_spec(PROBE) is None:
-        section.skipped = f"{PROBE} is not installed with this build"
-        return
+    the real engine inside the app."""
     streams = [_probe("stream", "--tokens", str(tokens)) for _ in range(rounds)]
     section.add(f"screen keeps up with (scripted engine, {tokens} tokens)", [s["stream_tps"] for s in streams], "tok/s")
     section.add("backlog after the engine finished", [s["backlog_s"] * 1e3 for s in streams], "ms")

@@ -181,25 +181,12 @@ def read_stdin() -> str:
     return text[:-1] if text.endswith("\r") else text
 
 
-def _real_engine(config: Config, spec: str = "") -> EngineAPI:
-    """The MLX engine, configured from [model] (the engine thread sets up BLAS before MLX loads),
-    the remote one when [engine] server / --server names a server, or llama.cpp's for a .gguf file."""
-    if config.engine.server:
-        from engine.remote import remote_engine
+def _real_engine(config: Config) -> EngineAPI:
+    """The engine the settings name (`engine.factory`, as the app builds it): the remote one when
+    [engine] server / --server names a server, else the local one (MLX folders and GGUF files)."""
+    from engine.factory import build_engine
 
-        return remote_engine(config.engine)
-    from engine.local.client import Engine
-    from engine.gguf import GgufEngine, is_gguf_spec
-
-    model = config.model
-    if is_gguf_spec(spec):
-        return GgufEngine(max_context=model.max_context, fast_blas=model.fast_blas,
-                          compute_dtype=model.compute_dtype, fast_layers=model.fast_layers,
-                          threads=model.gguf_threads)
-    from engine.core.settings import kv_cache_dir
-
-    return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
-                  fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir())
+    return build_engine(config)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +318,7 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
         return _fail(err, str(error))
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else 0
-    factory = engine_factory or (lambda: _real_engine(plan.config, plan.model))
+    factory = engine_factory or (lambda: _real_engine(plan.config))
     try:
         remember = engine_factory is None and not plan.config.engine.server  # a server's model is no folder
         code = asyncio.run(_main_async(plan, factory, out, err, remember=remember))

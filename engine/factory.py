@@ -1,0 +1,61 @@
+"""The one place a front end gets its engine: scripted, remote or local.
+
+Why one factory: the app and `logitscope run` used to build engines in two functions that drifted
+apart (one kept recent KV caches on disk, the other did not; one used the GGUF-capable engine for
+every model, the other only for ``.gguf`` specs). Every front end now calls `build_engine` with the
+settings it resolved (config file, then its own flags), and gets the same engine for the same
+settings. Importing this module imports neither MLX nor llama.cpp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.core.api import EngineAPI
+from engine.core.settings import Config, ModelConfig
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """What a front end decided beyond the config file (None: the config's value)."""
+
+    server: str | None = None  # --server
+    tokenizer: str | None = None  # --tokenizer
+    gguf_threads: int | None = None  # --gguf-threads (0: automatic)
+    scripted: bool = False  # the scripted test double instead of a model (tests, screenshots)
+    scripted_delay_s: float = 0.02  # its time between tokens
+    disk_cache: bool = True  # keep recent histories' KV caches on disk (off for throwaway runs)
+
+
+def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> EngineAPI:
+    """The engine for `config` and `choice`. Raises EngineError (one line) for a server URL that
+    is not one."""
+    if choice.scripted:
+        from engine.scripted import ScriptedEngine
+
+        return ScriptedEngine(token_delay=choice.scripted_delay_s)
+    server = choice.server if choice.server is not None else config.engine.server
+    if server:
+        from dataclasses import replace
+
+        from engine.remote import remote_engine
+
+        engine = replace(config.engine, server=server, tokenizer=choice.tokenizer or config.engine.tokenizer)
+        return remote_engine(engine)
+    return local_engine(config.model, threads=choice.gguf_threads, disk_cache=choice.disk_cache)
+
+
+def local_engine(model: ModelConfig = ModelConfig(), *, threads: int | None = None, disk_cache: bool = False) -> EngineAPI:
+    """The engine for models on this machine, whatever the first one is: MLX folders, hub repos
+    and the demo through mlx-lm, ``.gguf`` files through llama.cpp, on one engine thread, so the
+    model picker can switch from the demo to a GGUF file and back in one session (a GGUF file
+    without the [gguf] extra is refused at load, in one line saying how to install it).
+    `threads`: llama.cpp's (None: [model] gguf_threads; 0: automatic)."""
+    from engine.core.settings import kv_cache_dir
+    from engine.gguf import GgufLoader, default_threads
+    from engine.local.client import Engine
+
+    chosen = model.gguf_threads if threads is None else threads
+    return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
+                  fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir() if disk_cache else "",
+                  loaders=(GgufLoader(chosen or default_threads()),))

@@ -1,0 +1,93 @@
+"""GGUF files on the local engine: the loader (`GgufLoader`) and what a llama.cpp model does
+differently on the engine thread (`LlamaRuntime`).
+
+Everything else (the command queue, turns, warm-up, counting, cancel, teardown, the shared load
+steps) is the local engine's own (`engine.local.worker`), so the contract holds exactly as it does
+for MLX models. Only reading the model differs: no MLX weights, no compute dtype, no CPU speed
+layer (llama.cpp has its own kernels); each turn decodes with `engine.gguf.decoder` (llama.cpp on
+the engine thread, each token's statistics on a side thread that also posts the turn's events).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from engine.core.api import Abilities, LoadProgress, ModelInfo
+from engine.local.loaders import LoadContext, LoadedParts, ModelRuntime
+
+if TYPE_CHECKING:
+    from engine.gguf.load import LoadedGguf
+    from engine.local.commands import LoadCommand
+
+Sink = Callable[[object], None]
+
+
+class GgufLoader:
+    """``.gguf`` files (local, or ``owner/repo/file.gguf`` on the hub), run by llama.cpp."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads  # llama.cpp's threads for every model this loader reads
+
+    def accepts(self, spec: str) -> bool:
+        """A spec that names a GGUF file."""
+        from engine.gguf.load import is_gguf_spec
+
+        return is_gguf_spec(spec)
+
+    def load(self, command: LoadCommand, context: LoadContext) -> LoadedParts:
+        """llama.cpp's model and context, the tokenizer, and the overlapped decoder."""
+        from engine.gguf.decoder import decoder_factory
+        from engine.gguf.load import load_gguf
+        from engine.local.lastrow import LastRowHead
+
+        name = Path(command.spec).expanduser().name or command.spec
+        command.on_progress(LoadProgress(f"loading {name} with llama.cpp"))
+        loaded = load_gguf(command.spec, context.options.max_context, self.threads, command.on_progress)
+        command.on_progress(LoadProgress(f"loaded {name}", 1.0))
+        return LoadedParts(
+            model=loaded.model, tokenizer=loaded.tokenizer, context_limit=loaded.context,
+            info=gguf_model_info(loaded, self.threads), template_name=loaded.name, last_row=LastRowHead([]),
+            decoder_factory=decoder_factory(loaded.model.stats_thread), runtime=LlamaRuntime(loaded.model),
+        )
+
+
+class LlamaRuntime(ModelRuntime):
+    """A llama.cpp model on the engine thread: events posted from its statistics thread, freed
+    explicitly (on this thread), no what-if previews yet."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model  # engine.gguf.model.LlamaModel
+
+    def turn_sink(self, sink: Sink) -> tuple[Sink, Callable[[], None]]:
+        """The turn's events go out from the statistics thread (`engine.gguf.decoder.HandOff`)."""
+        from engine.gguf.decoder import HandOff
+
+        handoff = HandOff(sink, self._model.stats_thread)
+        return handoff, handoff.flush
+
+    def close(self) -> None:
+        """Free the llama.cpp model and its statistics thread now."""
+        self._model.close()
+
+    PREVIEW_REFUSAL = "What-if previews are not available for GGUF models yet."
+
+    def preview_refusal(self) -> str:
+        """llama.cpp's memory is one sequence shared with the chat here."""
+        return self.PREVIEW_REFUSAL
+
+
+def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
+    """What the caller may know about the loaded GGUF model (plain data only)."""
+    return ModelInfo(
+        name=loaded.name,
+        path=str(loaded.path),
+        context_limit=loaded.context,
+        vocab_size=loaded.model.args.vocab_size,
+        has_chat_template=bool(loaded.tokenizer.has_chat_template),
+        parameters=loaded.model.parameters(),
+        dtype=f"gguf {loaded.model.file_type_name()}",
+        blas=f"llama.cpp ({threads} thread{'s' if threads != 1 else ''})",
+        notes=(loaded.context_note,) if loaded.context_note else (),
+        abilities=Abilities(previews=False, why=(("previews", LlamaRuntime.PREVIEW_REFUSAL),)),
+    )
