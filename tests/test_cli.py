@@ -213,7 +213,9 @@ def test_bench_is_handed_to_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> No
         return 7
 
     monkeypatch.setattr(tui.bench, "main", bench)
-    assert main(["bench", "--quick"]) == 7 and seen == [["--quick"]]
+    from tui.main import main as console_main
+
+    assert console_main(["bench", "--quick"]) == 7 and seen == [["--quick"]]
 
 
 def test_help_returns_zero(capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,7 +57,7 @@ def test_text_that_looks_like_a_reply_marker_is_tokenized_whole(tmp_path: Path) 
     (another nonce) is ordinary text, tokenized in one piece with what surrounds it."""
     import json
 
-    from tui.bench.folders import write_tokenizer
+    from engine.bench.folders import write_tokenizer
 
     write_tokenizer(tmp_path, 32000)  # byte pairs merge: where text is cut changes its ids
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))

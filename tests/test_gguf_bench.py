@@ -1,4 +1,4 @@
-"""tui.bench.gguf_section: the GGUF rows of ``logitscope bench`` are built offline and filled.
+"""engine.bench.gguf_section: the GGUF rows of ``logitscope bench`` are built offline and filled.
 
 One round, a few tokens, the smallest shape: this checks the section runs end to end (files made
 and quantized by llama.cpp, both contenders measured, ratios against their targets), not speed.
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tui.bench.report import Section
+from engine.bench.report import Section
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                 reason='llama-cpp-python is not installed (pip install "logitscope[gguf]")')
 
 
 async def test_section_compares_every_file_type(tmp_path: Path) -> None:
-    from tui.bench.gguf_section import gguf_section
+    from engine.bench.gguf_section import gguf_section
 
     section = Section("gguf", "GGUF")
     await gguf_section(section, ("2m",), tmp_path, rounds=1, tokens=4, prompt_words=8, threads=1)
@@ -37,7 +37,7 @@ def test_a_file_whose_tokenizer_differs_from_llama_cpps_is_refused(tmp_path: Pat
     import gguf
 
     from engine.core.api import ModelLoadError
-    from tui.bench.gguf_section import gguf_files
+    from engine.bench.gguf_section import gguf_files
     from engine.gguf.load import load_gguf
 
     good = gguf_files("2m", tmp_path)["F32"]
@@ -56,7 +56,7 @@ def test_a_file_whose_tokenizer_differs_from_llama_cpps_is_refused(tmp_path: Pat
 def test_a_tokenizer_rebuilt_wrongly_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The probe check catches a split that differs from llama.cpp's (here: a wrong pattern)."""
     from engine.core.api import ModelLoadError
-    from tui.bench.gguf_section import gguf_files
+    from engine.bench.gguf_section import gguf_files
     from engine.gguf import tokenizer
     from engine.gguf.load import load_gguf
 
@@ -68,14 +68,14 @@ def test_a_tokenizer_rebuilt_wrongly_is_refused(tmp_path: Path, monkeypatch: pyt
 
 
 def test_weights_read_per_token_count_the_head_and_every_linear_once() -> None:
-    """tui.bench.memory_worker.decode_bytes on a 4-bit model without kept copies: every packed
+    """engine.bench.memory_worker.decode_bytes on a 4-bit model without kept copies: every packed
     linear with its scales and biases, plus the tied embedding as the head; float32 counts 4 bytes."""
     import mlx.core as mx
     import mlx.nn as nn
     from mlx.utils import tree_flatten
 
-    from tui.bench.memory_worker import decode_bytes
-    from tui.bench.shapes import build_model, shape_named
+    from engine.bench.memory_worker import decode_bytes
+    from engine.bench.shapes import build_model, shape_named
 
     model = build_model(shape_named("2m-4bit"))
     everything = sum(int(a.nbytes) for _, a in tree_flatten(model.parameters()))

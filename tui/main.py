@@ -10,7 +10,6 @@ use it so they need no weights.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from pathlib import Path
@@ -18,9 +17,6 @@ from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from tui.app.application import LogitscopeApp
-
-HEADLESS_COMMANDS = ("run", "bench")
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -49,16 +45,6 @@ def _use_fake(args: argparse.Namespace) -> bool:
     return bool(args.fake_engine) or os.environ.get("LOGITSCOPE_FAKE_ENGINE", "") not in ("", "0")
 
 
-def tune_gc_for_streaming() -> None:
-    """Collect garbage less often while the app runs.
-
-    A stream allocates many small objects; with the default thresholds full collections ran
-    every few seconds and took 100-230 ms, a visible stall of a key press. Measured with
-    `python -m tui.bench.probe_app stream`: worst key-to-screen 153-183 ms -> 22-33 ms.
-    """
-    gc.set_threshold(10_000, 10, 10)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -66,10 +52,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tui.headless.library import main as library_main
 
         return library_main(argv)
-    if argv and argv[0] in HEADLESS_COMMANDS:
-        from tui.headless import main as engine_main
+    if argv[:1] == ["bench"]:
+        from tui.bench import main as bench_main
 
-        return engine_main(argv)
+        return bench_main(argv[1:])
+    if argv[:1] == ["run"]:
+        from tui.headless import main as run_main
+
+        return run_main(argv)
     args = _parser().parse_args(argv)
     if args.version:  # the engine's own report: the TUI may not look inside the engine
         from tui.headless import version
@@ -96,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"logitscope: {error}", file=sys.stderr)
         return 2
     app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)
+    from tui.app.application import tune_gc_for_streaming
+
     tune_gc_for_streaming()
     app.run()
     return after_exit(app)

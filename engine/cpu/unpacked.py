@@ -34,7 +34,7 @@ def enable_dequantized_prefill(model: nn.Module, keep_bytes: int = 0) -> int:
 
     `keep_bytes` marks layers, in model order (the head last), to keep their float32 weights
     while the total stays within it; 0 keeps none. The engine passes 0 and lets
-    `engine.cpu.denseplan` choose by measurement; the budget serves experiments (`tui.bench.worker`).
+    `engine.cpu.denseplan` choose by measurement; the budget serves experiments (`engine.bench.worker`).
     Layers without a kept copy unpack transiently for prompts (~55 ms a pass for a 30M model,
     ~1.4 s for a 0.5B one, whatever the number of tokens), one layer at a time.
     """

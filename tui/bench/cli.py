@@ -1,7 +1,7 @@
 """``logitscope bench``: argument parsing and the order the sections run in.
 
 Everything runs offline on models built here with random weights at realistic shapes (see
-`tui.bench.shapes`), unless ``--model`` names a real one. ``--quick`` is a smoke run (under
+`engine.bench.shapes`), unless ``--model`` names a real one. ``--quick`` is a smoke run (under
 about two minutes on a 2-core CPU); the default is a full run (tens of minutes).
 """
 
@@ -62,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
 
 def _problem(args: argparse.Namespace, plan: Plan) -> str:
     """One line saying what is wrong with the arguments, or ""."""
-    from tui.bench.shapes import shape_named
+    from engine.bench.shapes import shape_named
 
     if args.rounds < 0:
         return f"--rounds must be a positive number, got {args.rounds}"

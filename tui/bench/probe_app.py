@@ -32,8 +32,7 @@ from textual import events
 
 from engine.core.settings import load_config
 from engine.scripted import ScriptedEngine
-from tui.app.application import LogitscopeApp
-from tui.main import tune_gc_for_streaming
+from tui.app.application import LogitscopeApp, tune_gc_for_streaming
 from engine.core.chat.conversation import TurnStats
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.status_bar import StatusBar

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tui.bench.report import Section, run_json_module
+from engine.bench.report import Section, run_json_module
 
 def _probe(*args: str) -> dict[str, Any]:
     from tui.bench import probe_app  # imported here: the bench process itself never draws

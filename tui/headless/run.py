@@ -304,13 +304,9 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None = None) -> int:
-    """``logitscope run ...`` (or ``bench ...``): returns the exit status (0 ok, 2 bad input, 130 Ctrl-C)."""
+    """``logitscope run ...``: returns the exit status (0 ok, 2 bad input, 130 Ctrl-C)."""
     out, err = sys.stdout, sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:
-        from tui.bench import main as bench_main
-
-        return bench_main(argv[1:])
     try:
         args = build_parser().parse_args(argv)
         plan = plan_run(args)

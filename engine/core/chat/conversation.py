@@ -184,17 +184,3 @@ class Conversation:
                             return (f"message {number} ({node.role}) holds token id {token_id}, "
                                     f"not in 0..{vocab_size - 1} for this model")
         return None
-
-    # --- serialisation: plain JSON-able dicts (`engine.core.chat.fileformat`, which checks a file whole)
-
-    def to_dict(self) -> dict[str, Any]:
-        from engine.core.chat.fileformat import conversation_to_dict
-
-        return conversation_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: object) -> "Conversation":
-        """Raises ValueError naming the first problem; builds nothing from a bad file."""
-        from engine.core.chat.fileformat import conversation_from_dict
-
-        return conversation_from_dict(data)

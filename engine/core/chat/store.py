@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from engine.core.chat.conversation import Conversation
+from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 
 LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
 KEPT_FOLDER = "conversations"  # chats the user chose to keep before replacing them
@@ -26,7 +27,7 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
     never half, and no temporary left behind when the disk is full. The target is only ever
     renamed over, never opened, so a FIFO there cannot block quitting."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = conversation.to_dict()
+    data = conversation_to_dict(conversation)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json.tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -58,7 +59,7 @@ def load_conversation(path: Path) -> Conversation:
     except RecursionError:
         raise ValueError("nested too deeply to be a saved conversation") from None
     try:
-        return Conversation.from_dict(data)
+        return conversation_from_dict(data)
     except ValueError as exc:
         raise ValueError(f"not a saved conversation: {exc}") from None
 

@@ -23,8 +23,8 @@ from engine.core.api import (
     SamplingParams,
     TokenEvent,
 )
-from tui.bench.report import Section
-from tui.bench.turns import Contenders, engine_turn, history, words
+from engine.bench.report import Section
+from engine.bench.turns import Contenders, engine_turn, history, words
 from engine.local.client import Engine
 
 K, N = 3, 12
