@@ -1,10 +1,11 @@
 """The `logitscope` console script.
 
-``logitscope [--model SPEC] [--config PATH] [--trust-remote-code] [--gguf-threads N]`` opens the TUI;
-``logitscope run ...`` and ``logitscope bench ...`` are the headless engine CLI (imported only
-when asked for, so the TUI starts without it). ``--fake-engine`` (or LOGITSCOPE_FAKE_ENGINE=1),
-hidden from --help, swaps the model for the scripted test double: the tmux test and screenshots
-use it so they need no weights.
+``logitscope [--model SPEC] [--config PATH] [--trust-remote-code] [--gguf-threads N]`` opens the TUI
+(`tui.app`); ``logitscope run|list|export|import ...`` are the headless commands (`tui.headless`)
+and ``logitscope bench ...`` the benchmark (`tui.bench`), each imported only when asked for, so
+the TUI starts without them. Every front end gets its engine from `engine.factory.build_engine`.
+``--fake-engine`` (or LOGITSCOPE_FAKE_ENGINE=1), hidden from --help, swaps the model for the
+scripted test double: the tmux test and screenshots use it so they need no weights.
 """
 
 from __future__ import annotations

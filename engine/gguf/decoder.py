@@ -9,7 +9,7 @@ engine's own. What differs is where the time goes in a token:
   draw (for greedy decoding one argmax over the vocabulary);
 - on the statistics thread, meanwhile: softmax, entropy, rank, the top-N candidates.
 
-Measured on an idle 2-core machine (BENCHMARKS.md, round 7): with the MLX sampler our decode ran
+Measured on an idle 2-core machine (docs/benchmarks-history.md, round 7): with the MLX sampler our decode ran
 at 0.58-0.68x llama.cpp's own bare loop on the 30M shape; with this, 0.97-0.99x on the 30M and
 Qwen2.5-0.5B shapes in Q4_0, Q8_0 and F16. Every llama.cpp call still happens on the engine
 thread; the statistics thread runs numpy only, and whatever fails there reaches the turn (and so

@@ -15,28 +15,28 @@ Chain: penalties -> temperature -> top-k -> top-p -> min-p -> draw. How each fil
 - **min-p** keeps tokens with ``p >= min_p * p_max``, relative to the most likely token. The most
   likely token survives every filter, so this equals min-p on the renormalised output of top-p.
 - the draw is an inverse-CDF draw from one uniform number, made on the host by a generator seeded
-  per turn and passed in as an array: cheap (MLX's key split and uniform cost ~70 us per token on
-  a CPU), and the same seed with the same parameters reproduces the same tokens.
+  per turn and passed in as an array: cheap (MLX's key split and uniform would add graph nodes
+  to every token), and the same seed with the same parameters reproduces the same tokens.
 
-Why it is fast (this runs once per token): a full-vocabulary sort costs 12-20 ms on a CPU at a
-152k vocabulary. Instead the top ``M`` tokens are selected with ``argpartition`` and only they are
-sorted. With top-k on, ``M >= k`` covers every kept token, so the whole filter-and-draw works on
-``M`` values. Without top-k, top-p reads its threshold off the top ``M`` whenever their mass reaches
-``top_p`` (nearly always) and otherwise off an exact full sort. MLX has no lazy branch, so the full
-sort is always in the graph, but it sorts an all-zero array when the short list was enough, which
-is several times cheaper than sorting real values. Every switched-off filter is left out of the
-graph. On a GPU the core is traced by `mx.compile` once per *structure* (greedy or not, which
-filters are on, N, the size bucket of M): parameter values are array inputs, so changing them
-never recompiles. On a CPU only small elementwise kernels shared by every plan are compiled (the
-exponential, the entropy terms; see `_compile_by_default`).
+Why it is fast (this runs once per token): a full-vocabulary sort is the most expensive thing a
+token could do on a CPU at a large vocabulary. Instead the top ``M`` tokens are selected with
+``argpartition`` and only they are sorted. With top-k on, ``M >= k`` covers every kept token, so
+the whole filter-and-draw works on ``M`` values. Without top-k, top-p reads its threshold off the
+top ``M`` whenever their mass reaches ``top_p`` (nearly always) and otherwise off an exact full
+sort. MLX has no lazy branch, so the full sort is always in the graph, but it sorts an all-zero
+array when the short list was enough, which is several times cheaper than sorting real values.
+Every switched-off filter is left out of the graph. On a GPU the core is traced by `mx.compile`
+once per *structure* (greedy or not, which filters are on, N, the size bucket of M): parameter
+values are array inputs, so changing them never recompiles. On a CPU only small elementwise
+kernels shared by every plan are compiled (the exponential, the entropy terms; see
+`_compile_by_default`).
 
-On a CPU the other cost is the graph itself: the engine thread spends ~5-10 us handing each MLX
-node to the stream thread, which computes meanwhile, so for small models a token costs about
+On a CPU the other cost is the graph itself: the engine thread spends microseconds handing each
+MLX node to the stream thread, which computes meanwhile, so for small models a token costs about
 its node count. Hence scalars are (1,) arrays (0-d ones add squeeze/expand/broadcast nodes),
 gathers are single `take_along_axis` nodes, and up to `SMALL_VOCAB` tokens the vocabulary is
-sorted whole (no short list, no fallback) with `mx.exp`: 122 nodes became 57 for top-p with 10
-candidates, and at a 4,096 vocabulary the sampler's share of a decode step fell from ~1.2 ms to
-~0.65 ms (BENCHMARKS.md).
+sorted whole (no short list, no fallback) with `mx.exp`, which roughly halves a small
+vocabulary's node count (the numbers: docs/benchmarks-history.md).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from engine.local.penalties import make_penalties
 # Short-list size for top-p without top-k: the share of steps needing the full sort shrinks with it.
 TOP_P_SHORTLIST = 1024
 # Up to this vocabulary top-p sorts the whole vocabulary (no short list, no fallback) and `mx.exp`
-# replaces the compiled `exp`: on a CPU, building a step's graph costs ~5-10 us per MLX node while
+# replaces the compiled `exp`: on a CPU, building a step's graph costs microseconds per MLX node while
 # the stream thread computes in parallel, so for small vocabularies fewer nodes beat less compute.
 SMALL_VOCAB = 8192
 HEADER = 5  # chosen_id, chosen_logprob, chosen_sampled_prob, rank, entropy
@@ -103,9 +103,9 @@ def _exp_for(plan: "Plan", exp: Exp) -> Exp:
     """The exp to use: one MLX node for small vocabularies, else the sampler's `exp`.
 
     Every exponent in this module is a logit minus the maximum, so <= 0. On a CPU the engine
-    passes the speed layer's `exp_nonpositive` (MLX's CPU `exp` is scalar code, ~2 ms for 152k
-    values, the largest cost of a token; that compiled one is ~4x faster and accurate to ~3e-7,
-    and its kernels are shared by every plan); elsewhere it is MLX's own `exp`.
+    passes the speed layer's `exp_nonpositive` (MLX's CPU `exp` is scalar code, the largest cost
+    of a token at a large vocabulary; that compiled one is several times faster, accurate to
+    ~3e-7 relative, and its kernels are shared by every plan); elsewhere it is MLX's own `exp`.
     """
     return mx.exp if plan.vocab <= SMALL_VOCAB else exp
 
@@ -145,7 +145,7 @@ def _at(values: mx.array, index: mx.array) -> mx.array:
 
 
 # Scalars inside the graph are (1,)-shaped: slices (`a[-1:]`) and `keepdims` reductions keep them
-# so, and a (1,) index gathers a (1,) value. Each MLX op has a fixed cost on a CPU (~5 us), and
+# so, and a (1,) index gathers a (1,) value. Each MLX op has a fixed cost on a CPU, and
 # 0-d scalars would add a squeeze or expand node around most of them.
 
 
@@ -273,9 +273,10 @@ def _compile_by_default() -> bool:
     """Compile the whole core on a GPU only.
 
     On a GPU the trace is built in milliseconds and fusing saves dozens of kernel launches per
-    token. MLX's CPU backend instead builds each fused kernel with a C++ compiler (~1 s apiece,
-    3-6 per plan, cached under the temp dir): a first token or a toggled filter would stall for
-    seconds to save ~0.1-0.5 ms per token, so there only small shared elementwise kernels are compiled.
+    token. MLX's CPU backend instead builds each fused kernel with a C++ compiler (several per
+    plan, cached under the temp dir): a first token or a toggled filter would stall for seconds
+    to save a fraction of a millisecond per token, so there only small shared elementwise kernels
+    are compiled.
     """
     return mx.default_device().type == mx.DeviceType.gpu
 

@@ -110,7 +110,7 @@ class Session:
         Why: mlx-lm's `KVCache` grows its buffers 256 positions at a time, by copying the whole
         cache into a bigger one inside the forward pass that overflows it. When that pass is the
         next turn's prefill, the copy lands on the time to first token: a 39-token follow-up over
-        1,000 cached positions of the 30M bench model took 49 ms instead of 34 (BENCHMARKS.md). Called
+        1,000 cached positions of the 30M bench model took 49 ms instead of 34 (docs/benchmarks-history.md). Called
         while the engine is idle (`engine.local.warmup`), the copy happens before the user presses
         Enter. Only plain `KVCache` layers are grown: the layout of other caches is theirs.
         """

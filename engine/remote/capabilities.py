@@ -1,6 +1,6 @@
 """Which server is on the other end, and so what it can give: asked once, when a model "loads".
 
-Each server fills the OpenAI-compatible API differently (see README, "Remote engines"); the
+Each server fills the OpenAI-compatible API differently (see docs/remote.md); the
 answers here decide how a turn is asked for, instead of guessing per request:
 
 | server | found by | streams logprobs | top-N limit | context limit from |

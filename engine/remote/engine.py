@@ -38,7 +38,7 @@ PREVIEW_REFUSAL = "Previews are not available on a remote server (--server): the
 
 
 class RemoteEngine:
-    """Turns on a server; see the module docstring and README "Remote engines"."""
+    """Turns on a server; see the module docstring and docs/remote.md."""
 
     def __init__(self, options: HttpOptions, tokenizer: str = "") -> None:
         """Nothing is contacted until `load` (so a wrong URL is one line there, not a crash here).

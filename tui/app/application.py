@@ -276,7 +276,7 @@ def tune_gc_for_streaming() -> None:
     """Collect garbage less often while the app runs.
 
     A stream allocates many small objects; with the default thresholds full collections ran
-    every few seconds and took 100-230 ms, a visible stall of a key press. Measured with
-    `python -m tui.bench.probe_app stream`: worst key-to-screen 153-183 ms -> 22-33 ms.
+    every few seconds, each a visible stall of a key press (the worst key-to-screen latency of
+    `python -m tui.bench.probe_app stream`; the numbers: docs/benchmarks-history.md).
     """
     gc.set_threshold(10_000, 10, 10)

@@ -80,7 +80,7 @@ def _list(library: Library, query: str, out: TextIO) -> None:
 
 
 def export_json(stored: Stored) -> str:
-    """The README's exchange format (`engine.core.chat.export.exchange_json`)."""
+    """The exchange format of docs/library.md (`engine.core.chat.export.exchange_json`)."""
     return exchange_json(stored.entry.title, stored.entry.model_spec, stored.document)
 
 
