@@ -35,7 +35,7 @@ from tui.app.bindings import binding_defaults, binding_ids, bindings_for
 from tui.app.commands import LogitscopeCommands
 from tui.app.controller import ChatController, Post
 from tui.app.keymap import build_keymap
-from tui.app.library_sync import POLL_S, LibrarySync
+from tui.app.library_sync import LibrarySync
 from engine.core.chat.store import last_conversation_path, save_conversation
 from tui.app.screens.chat import ChatScreen
 from tui.app.screens.help import HelpScreen
@@ -80,19 +80,27 @@ class LogitscopeApp(LibraryActions, App[None]):
         self.config_problems: list[str] = []  # every config line that went wrong, for F1
         self.library = LibrarySync(library_path or data_dir() / DB_NAME, self.save_dir,
                                    lambda: self.controller.conversation, lambda: self.model_spec,
-                                   lambda line: self.notify(line, title="Library", severity="warning", timeout=10))
+                                   lambda line: self.notify(line, title="Library", severity="warning", timeout=10),
+                                   streaming=lambda: self.controller.busy)
+        self._controller: ChatController | None = None  # made with the chat screen, whose messages it posts
         self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir))
         self._engine_closed = False
         self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
         self.exit_note: str | None = None  # one line for the terminal once the screen is gone
 
     def _make_controller(self, post: Post) -> ChatController:
+        """The app's one controller, made when the chat screen can take its messages; the library
+        hears every change of its conversation (and commits each turn's start and end at once)."""
         config = self.loaded.config
-        return ChatController(self.engine, config.sampling, self.library.observing(post), config.chat.context_strategy)
+        self._controller = ChatController(self.engine, config.sampling, self.library.observing(post),
+                                          config.chat.context_strategy, on_change=self.library.changed)
+        return self._controller
 
     @property
     def controller(self) -> ChatController:
-        return self.chat_screen.controller
+        """The one object that talks to the engine (owned here; the chat screen drives it)."""
+        assert self._controller is not None, "the chat screen makes the controller when it is built"
+        return self._controller
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's own palette entries, less those the palette already lists with their keys."""
@@ -116,7 +124,6 @@ class LogitscopeApp(LibraryActions, App[None]):
         self._show_config_problems(problems + key_problems)
         self.push_screen(self.chat_screen)
         self._watch_hangup()
-        self.set_interval(POLL_S, lambda: self.library.poll(self.controller.busy))
         # After the first paint: the engine thread's MLX import competes for the GIL, and the
         # screen should be up (and typing possible) before the model is.
         self.call_after_refresh(self._start_load, self.model_spec)

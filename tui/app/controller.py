@@ -28,7 +28,7 @@ from engine.core.api import (
 )
 from tui.app import messages as msg
 from engine.core.chat.context import fit, leave_out
-from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
+from engine.core.chat.conversation import ChangeListener, Conversation, Node, TurnStats, Version
 
 FLUSH_HZ = 25.0
 
@@ -39,12 +39,16 @@ class ChatController:
     """Owns the engine and the conversation; posts messages through `post`."""
 
     def __init__(self, engine: EngineAPI, params: SamplingParams, post: Post,
-                 context_strategy: str = "drop_oldest") -> None:
-        """`context_strategy`: what a turn too long for the context does (`engine.core.chat.context`)."""
+                 context_strategy: str = "drop_oldest", on_change: ChangeListener | None = None) -> None:
+        """`context_strategy`: what a turn too long for the context does (`engine.core.chat.context`);
+        `on_change` hears every change of whichever conversation the controller holds (the library)."""
         self.engine = engine
         self.params = params
         self.context_strategy = context_strategy
-        self.conversation = Conversation()
+        self._on_change = on_change
+        self._conversation = Conversation()
+        if on_change is not None:
+            self._conversation.watch(on_change)
         self._post = post
         self._task: asyncio.Task[None] | None = None
         self._streaming: Node | None = None
@@ -55,6 +59,20 @@ class ChatController:
         self._stop_asked = False  # Esc while a turn is still being fitted: it never starts
         self._left_out = 0  # oldest messages the last turn left out to fit the context
         self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
+
+    @property
+    def conversation(self) -> Conversation:
+        """The live chat; the controller is the one that changes it (and says so: `changed`)."""
+        return self._conversation
+
+    @conversation.setter
+    def conversation(self, conversation: Conversation) -> None:
+        """Replace the live chat: `on_change` follows it to the new one."""
+        if self._on_change is not None:
+            self._conversation.unwatch(self._on_change)
+            conversation.watch(self._on_change)
+        self._conversation = conversation
+        conversation.changed()  # a new live chat is news to whoever keeps it
 
     @property
     def busy(self) -> bool:
@@ -161,6 +179,7 @@ class ChatController:
         def commit() -> Node:
             child = Node("assistant")
             user.add_version(Version(text, child=child))
+            self.conversation.changed()
             return child
         return self._begin(messages, commit, text)
 
@@ -174,8 +193,21 @@ class ChatController:
             self.conversation.root = None
         else:
             parent.version.child = None
+        self.conversation.changed()
         self.prepare()
         return True
+
+    def flip(self, node: Node, step: int) -> bool:
+        """Show `node`'s previous or next version; False when there is none that way."""
+        if not node.flip(step):
+            return False
+        self.conversation.changed()
+        return True
+
+    def set_system_prompt(self, text: str) -> None:
+        """The chat's system prompt, from the next turn."""
+        self.conversation.system_prompt = text
+        self.conversation.changed()
 
     def last_user(self) -> Node | None:
         return next((n for n in reversed(self.conversation.path()) if n.role == "user"), None)
@@ -204,6 +236,7 @@ class ChatController:
         version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder,
                           thinking=old.thinking)  # the same reply, continued: the same prompt
         node.add_version(version)
+        self.conversation.changed()
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)
         request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder) + (prefix,),
                                   self.params, True)
@@ -247,6 +280,7 @@ class ChatController:
         node = commit()
         version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder,
                                            thinking=self.thinking))
+        self.conversation.changed()
         self._streaming, self._left_out = node, fitted.dropped
         request = GenerateRequest(fitted.messages, self.params, thinking=self.thinking)
         events = self.engine.generate(request)  # asked first: see `_start`
@@ -316,6 +350,7 @@ class ChatController:
                     self._finish(node, version, event)
                     return
                 version.tokens.append(event)
+                self.conversation.changed()
                 self._schedule_flush(node)
             raise EngineError("the engine ended the turn without finishing it")
         except EngineError as exc:
@@ -327,6 +362,7 @@ class ChatController:
         finally:
             if version.finish_reason is None:  # cancelled by quitting: saved as what it is
                 version.finish_reason = "cancelled"
+            self.conversation.changed()
             self._cancel_flush()
 
     def _finish(self, node: Node, version: Version, done: TurnFinished) -> None:

@@ -15,7 +15,7 @@ follows every message's active version (`Conversation.path`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from engine.core.api import Message, Role, SamplingParams, TokenEvent, TurnFinished
 
@@ -111,12 +111,37 @@ class Node:
         return True
 
 
+ChangeListener = Callable[["Conversation"], None]
+
+
 @dataclass
 class Conversation:
-    """A system prompt and the root of the message tree."""
+    """A system prompt and the root of the message tree.
+
+    `revision` counts the changes its owner (a front end's controller) made: whoever keeps a copy
+    elsewhere (the library) compares revisions instead of walking the tree, and learns of each
+    change from `watch` instead of looking every so often. Whoever changes the tree calls
+    `changed` once the change is whole (`append` does it itself)."""
 
     system_prompt: str = ""
     root: Node | None = None
+    revision: int = field(default=0, compare=False)
+    _listeners: list[ChangeListener] = field(default_factory=list, repr=False, compare=False)
+
+    def changed(self) -> None:
+        """Count a change and tell every listener (on the thread that made the change)."""
+        self.revision += 1
+        for listener in tuple(self._listeners):
+            listener(self)
+
+    def watch(self, listener: ChangeListener) -> None:
+        """Call `listener(conversation)` after every change from now on."""
+        self._listeners.append(listener)
+
+    def unwatch(self, listener: ChangeListener) -> None:
+        """Stop telling `listener` (no error when it was not watching)."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def path(self) -> list[Node]:
         """The visible messages: follow each message's active version to its child."""
@@ -134,6 +159,7 @@ class Conversation:
             path[-1].version.child = node
         else:
             self.root = node
+        self.changed()
         return node
 
     def parent_of(self, node: Node) -> Node | None:

@@ -253,7 +253,7 @@ class ChatScreen(ConversationActions, PreviewActions):
     def _flip(self, event: Transcript.FlipRequested) -> None:
         if self.controller.busy:
             self.notify("A reply is streaming: Esc stops it first.", severity="warning")
-        elif not event.node.flip(event.step):
+        elif not self.controller.flip(event.node, event.step):
             self.app.bell()
         else:
             transcript = self.query_one(Transcript)
@@ -353,7 +353,7 @@ class ChatScreen(ConversationActions, PreviewActions):
     def action_system_prompt(self) -> None:
         def done(text: str | None) -> None:
             if text is not None:
-                self.controller.conversation.system_prompt = text.strip()
+                self.controller.set_system_prompt(text.strip())
                 self.query_one(Transcript).show(self.controller.conversation)
                 self.controller.prepare()
         self.app.push_screen(TextDialog("System prompt", self.controller.conversation.system_prompt), done)
