@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from engine.local.backend import SpeedLayer
     from engine.local.commands import LoadCommand
     from engine.local.lastrow import LastRowHead
-    from engine.local.worker import EngineOptions
+    from engine.local.options import EngineOptions
 
 Sink = Callable[[object], None]
 

@@ -14,7 +14,6 @@ import atexit
 import queue
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -35,6 +34,7 @@ from engine.local.commands import (
     StopCommand,
 )
 from engine.local.loaders import MlxLoader, ModelLoader, vocab_size
+from engine.local.options import EngineOptions
 from engine.core.text import clipped, error_line as one_line
 from engine.local.watchdog import Watchdog, bound_template
 
@@ -43,22 +43,6 @@ if TYPE_CHECKING:
     from engine.local.session import Session
 
 CLOSE_WAIT_S = 2.0  # the longest closing waits for the engine thread (a daemon: it cannot hold the exit)
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How the engine thread sets MLX up; fixed for the thread's life.
-
-    `fast_blas` must be decided before MLX is imported (see `engine.cpu.blas`), which is why it is
-    an option of the thread rather than of a model load.
-    """
-
-    max_context: int = 0  # cap below the model's own context; 0 = the model's limit
-    fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.cpu.blas)
-    compute_dtype: str = "auto"  # see engine.local.precision.choose_compute_dtype
-    fast_layers: bool = True  # CPU prompt attention and SwiGLU, fused RoPE and RMSNorm (engine.cpu.routing)
-    kv_cache_dir: str = ""  # keep recent histories' KV caches here (engine.local.kvdisk); "" = off
-    kv_cache_mb: int = 2048  # the size cap of that folder
 
 
 class EngineWorker:

@@ -50,7 +50,7 @@ TERMINATED = 128 + signal.SIGTERM  # the exit status after SIGTERM, as a shell r
 FEW_PROBLEMS = 3  # config problems shown as toasts one by one; more become one summary toast
 
 
-class LogitscopeApp(LibraryActions, App[None]):
+class LogitscopeApp(App[None]):
     """logitscope: chat with a local model and see what it almost said."""
 
     TITLE = "logitscope"
@@ -83,6 +83,7 @@ class LogitscopeApp(LibraryActions, App[None]):
                                    lambda line: self.notify(line, title="Library", severity="warning", timeout=10),
                                    streaming=lambda: self.controller.busy)
         self._controller: ChatController | None = None  # made with the chat screen, whose messages it posts
+        self.library_actions = LibraryActions(self)
         self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir))
         self._engine_closed = False
         self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
@@ -101,6 +102,18 @@ class LogitscopeApp(LibraryActions, App[None]):
         """The one object that talks to the engine (owned here; the chat screen drives it)."""
         assert self._controller is not None, "the chat screen makes the controller when it is built"
         return self._controller
+
+    def action_open_library(self) -> None:
+        self.library_actions.open_library()
+
+    def action_copy_token(self) -> None:
+        self.library_actions.copy_token()
+
+    def action_copy_message(self) -> None:
+        self.library_actions.copy_message()
+
+    def action_export_chat(self, fmt: str) -> None:
+        self.library_actions.export_chat(fmt)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's own palette entries, less those the palette already lists with their keys."""

@@ -9,11 +9,9 @@ typing never waits on the disk. Titles and model names are data: shown through `
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -24,14 +22,10 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from engine.core.library import Entry, Library, LibraryError
-from engine.core.chat.conversation import Conversation
-from engine.core.chat.fileformat import conversation_from_dict
 from tui.app.safe_text import literal, printable
 from tui.app.screens.dialogs import Dialog, ValueDialog
 from tui.app.widgets.plain_input import PlainInput
 
-if TYPE_CHECKING:
-    from tui.app.application import LogitscopeApp
 
 LIST_LIMIT = 100  # rows shown (20 fit on the screen); typing narrows the rest, and fewer rows paint faster
 
@@ -191,34 +185,3 @@ class LibraryScreen(Dialog):
     def on_unmount(self) -> None:
         if self.library is not None:
             self.library.close()
-
-
-
-def _read_chat(path: Path, chat_id: str) -> tuple[str, Conversation]:
-    """In a thread: the stored chat, checked whole by the app's reader (ValueError if bad)."""
-    library = Library(path, timeout=1.0)
-    try:
-        stored = library.load(chat_id)
-    finally:
-        library.close()
-    return stored.entry.title, conversation_from_dict(stored.document)
-
-
-async def reopen(app: LogitscopeApp, chat_id: str) -> None:
-    """Make the stored chat the live one (the live one is in the library already), exactly as it
-    was: branches, tokens and candidates, parameters; later changes are saved to its row."""
-    try:
-        title, conversation = await asyncio.to_thread(_read_chat, app.library.path, chat_id)
-    except (LibraryError, ValueError) as exc:
-        app.notify(f"Could not open the chat: {str(exc).splitlines()[0]}", severity="error", timeout=15)
-        return
-    refused = app.controller.resume(conversation)
-    if refused is not None:
-        app.notify(refused, severity="warning", timeout=15)
-        return
-    app.library.adopt(conversation, chat_id)
-    app.chat_screen._show_new_conversation()
-    model = app.controller.model_folder
-    foreign = any(v.tokens is not None and not v.ids_fit(model) for n in conversation.iter_nodes() for v in n.versions)
-    note = " Its replies came from another model: they continue as text." if foreign else ""
-    app.notify(f"Opened “{title}” ({len(conversation.path())} messages).{note}")
