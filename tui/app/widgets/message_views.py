@@ -12,6 +12,7 @@ in a 5,000-token reply without a newline.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
@@ -101,11 +102,12 @@ class AssistantView(Vertical):
     AssistantView.-inspect { border-left: thick $secondary; }
     """
 
+    @dataclass(eq=False)
     class TokenClicked(Message):
-        def __init__(self, view: "AssistantView", index: int) -> None:
-            super().__init__()
-            self.view = view
-            self.index = index
+        """The user clicked token `index` of `view`'s reply."""
+
+        view: "AssistantView"
+        index: int
 
     def __init__(self, node: Node) -> None:
         super().__init__()

@@ -8,6 +8,7 @@ of the cursor go up as `TokenSelected`, digit keys as `CandidateChosen`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from textual.containers import VerticalScroll
 from textual.geometry import Region
@@ -281,10 +282,9 @@ class Transcript(VerticalScroll, can_focus=True):
     def action_focus_input(self) -> None:
         self.screen.focus_next("ChatInput")
 
+    @dataclass(eq=False)
     class FlipRequested(Message):
         """The user wants `node` to show its previous (-1) or next (+1) version."""
 
-        def __init__(self, node: Node, step: int) -> None:
-            super().__init__()
-            self.node = node
-            self.step = step
+        node: Node
+        step: int
