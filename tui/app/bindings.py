@@ -107,6 +107,24 @@ _SPECS: tuple[_Spec, ...] = (
      "Copy the selected token's text to the clipboard", False, False),
     ("transcript", "message.copy", "Y", "app.copy_message", "Copy message",
      "Copy the message holding the cursor (else the last one) to the clipboard", False, False),
+    # The dialogs: each acts only while its dialog is on top (`tui.app.keymap.MODAL_PLACES`).
+    ("dialog", "dialog.cancel", "escape", "dismiss_none", "Cancel", "Close without change", True, False),
+    ("text_dialog", "dialog.accept", "ctrl+s", "accept", "OK", "Accept the text", True, False),
+    ("messages", "messages.cancel", "escape", "cancel", "Cancel", "Close without change", True, False),
+    ("picker", "picker.cancel", "escape", "dismiss_none", "Cancel", "Close without loading", True, False),
+    ("picker", "picker.down", "down", "move(1)", "Down", "Next model", False, False),
+    ("picker", "picker.up", "up", "move(-1)", "Up", "Previous model", False, False),
+    ("library", "library.close", "escape", "dismiss_none", "Close", "Back to the chat", True, False),
+    ("library", "library.down", "down", "move(1)", "Down", "Next chat", False, False),
+    ("library", "library.up", "up", "move(-1)", "Up", "Previous chat", False, False),
+    ("library", "library.rename", "ctrl+r", "rename", "Rename", "Rename the chat", True, True),
+    ("library", "library.delete", "ctrl+d", "delete", "Delete", "Delete the chat (Ctrl+Z undoes)", True, True),
+    ("library", "library.undo", "ctrl+z", "undo", "Undo delete", "Bring back the chat deleted last", True, True),
+    ("library", "library.fork", "ctrl+f", "fork", "Fork", "Copy the chat, to take it elsewhere", True, True),
+    ("replace", "replace.cancel", "escape", "cancel", "Cancel", "Keep the current chat", True, False),
+    ("replace", "replace.save", "s", "choose('save')", "Save", "Save the chat to a file, then go on", True, False),
+    ("replace", "replace.discard", "d", "choose('discard')", "Discard", "Drop the chat and go on", True, False),
+    ("help", "help.close", "escape,f1,q", "app.pop_screen", "Close", "Close help", True, False),
 )
 
 

@@ -17,11 +17,12 @@ from textual.content import Content
 
 from engine.core.settings import printable
 from tui.app.bindings import ALL_SPECS
+from tui.app.keymap import MODAL_PLACES
 from engine.core.param_steps import PANEL_PARAMS
 from tui.app.screens.help import key_display
 
 # Key-only bindings that make no sense from a palette (they act on a focused widget).
-_SKIP_PLACES = {"input", "candidates", "params", "transcript"}
+_SKIP_PLACES = {"input", "candidates", "params", "transcript"} | MODAL_PLACES  # a dialog's keys act in it only
 # Textual's system commands that our own list has with a key: Quit [^q], Pick theme [f8], Help [f1].
 _OURS = {"Quit", "Theme", "Keys"}
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from engine.core.library import Entry, Library, LibraryError
+from tui.app.bindings import bindings_for
 from tui.app.safe_text import literal, printable
 from tui.app.screens.dialogs import Dialog, ValueDialog
 from tui.app.widgets.plain_input import PlainInput
@@ -47,15 +47,7 @@ class LibraryScreen(Dialog):
     LibraryScreen > Vertical { width: 100; }
     LibraryScreen OptionList { height: auto; max-height: 20; }
     """
-    BINDINGS = [
-        Binding("escape", "dismiss_none", "Close", id="library.close", tooltip="Back to the chat"),
-        Binding("down", "move(1)", "Down", show=False, id="library.down", tooltip="Next chat"),
-        Binding("up", "move(-1)", "Up", show=False, id="library.up", tooltip="Previous chat"),
-        Binding("ctrl+r", "rename", "Rename", priority=True, id="library.rename", tooltip="Rename the chat"),
-        Binding("ctrl+d", "delete", "Delete", priority=True, id="library.delete", tooltip="Delete the chat (Ctrl+Z undoes)"),
-        Binding("ctrl+z", "undo", "Undo delete", priority=True, id="library.undo", tooltip="Bring back the chat deleted last"),
-        Binding("ctrl+f", "fork", "Fork", priority=True, id="library.fork", tooltip="Copy the chat, to take it elsewhere"),
-    ]
+    BINDINGS = bindings_for("library")
 
     def __init__(self, path: Path) -> None:
         super().__init__()
