@@ -44,3 +44,74 @@ async def test_template_token_past_the_embedding_is_refused_at_the_door(
         async for _ in engine.preview(request):
             pass
     assert await engine.prepare([Message("user", "hello"), Message("assistant", "x", (5, 6))]) == 0  # a warm-up
+
+
+# --- 3. imported chats are range-checked; every JSON written is strict ----------------------------
+
+def _chat_with(token: dict[str, object]) -> dict[str, object]:
+    """A format-2 chat whose reply's one token is `token` (fields merged over a sane one)."""
+    sane = {"index": 0, "id": 5, "text": "a", "piece": "a", "logprob": -0.5, "sampled_prob": 0.6, "rank": 1,
+            "entropy": 1.2, "candidates": [{"id": 5, "text": "a", "logprob": -0.5, "sampled_prob": 0.6}]}
+    reply = {"text": "a", "tokens": [{**sane, **token}], "finish_reason": "stop", "model": "m"}
+    return {"format": 2, "nodes": [{"parent": None, "role": "user", "versions": [{"text": "hi"}]},
+                                   {"parent": [0, 0], "role": "assistant", "versions": [reply]}]}
+
+
+@pytest.mark.parametrize("bad", [
+    {"logprob": 1000.0}, {"logprob": 10**400}, {"logprob": float("nan")}, {"logprob": float("inf")},
+    {"sampled_prob": 7.0}, {"sampled_prob": -1.0}, {"entropy": -5.0}, {"entropy": float("inf")},
+    {"index": 10**400}, {"index": -1}, {"rank": 10**30},
+    {"candidates": [{"id": 5, "text": "a", "logprob": 3.0, "sampled_prob": 0.5}]},
+])
+def test_imported_numbers_out_of_range_are_refused_in_one_line(bad: dict[str, object]) -> None:
+    from engine.core.chat.fileformat import conversation_from_dict
+
+    with pytest.raises(ValueError, match=r"^file\.nodes\[1\]\.versions\[0\]\.tokens\[0\]\.\S+: .*(out of range|finite)"):
+        conversation_from_dict(_chat_with(bad))
+
+
+def test_an_impossible_token_round_trips_through_strict_json() -> None:
+    import json
+
+    from engine.core.chat.export import conversation_json
+    from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
+
+    chat = conversation_from_dict(_chat_with({"candidates": [
+        {"id": 5, "text": "a", "logprob": -0.5, "sampled_prob": 0.6},
+        {"id": 6, "text": "b", "logprob": float("-inf"), "sampled_prob": 0.0}]}))
+    text = conversation_json("t", "m", chat)
+
+    def refuse(word: str) -> None:
+        raise AssertionError(f"not strict JSON: {word}")
+
+    data = json.loads(text, parse_constant=refuse)  # NaN / Infinity / -Infinity refused
+    back = conversation_from_dict(data)
+    assert back.path()[1].version.tokens[0].candidates[1].logprob == float("-inf")
+    assert conversation_to_dict(back) == conversation_to_dict(chat)
+
+
+def test_saved_files_and_the_library_write_strict_json(tmp_path: Path) -> None:
+    import json
+
+    from engine.core.chat.fileformat import conversation_from_dict
+    from engine.core.chat.store import save_conversation
+    from engine.core import strictjson
+
+    chat = conversation_from_dict(_chat_with({"candidates": [
+        {"id": 6, "text": "b", "logprob": float("-inf"), "sampled_prob": 0.0}]}))
+    save_conversation(chat, tmp_path / "c.json")
+    json.loads((tmp_path / "c.json").read_text(), parse_constant=lambda w: pytest.fail(w))
+    from engine.core.chat.fileformat import conversation_to_dict
+    from engine.core.library import Library
+
+    library = Library(tmp_path / "lib.sqlite3")
+    document = conversation_to_dict(chat)
+    document["system_prompt"] = "s"
+    document["nodes"][1]["versions"][0]["stats"] = {name: float("inf") for name in (
+        "prompt_tokens", "reused_tokens", "prefilled_tokens", "generated_tokens", "ttft_s", "prefill_tps",
+        "decode_tps", "context_used", "context_limit")}
+    chat_id = library.save(document)
+    (raw,) = library._conn.execute("SELECT document FROM conversations WHERE id = ?", (chat_id,)).fetchone()
+    json.loads(raw, parse_constant=lambda w: pytest.fail(w))
+    library.close()
+    assert strictjson.dumps({"a": [1.0, float("nan"), {"b": (float("inf"),)}]}) == '{"a": [1.0, null, {"b": [null]}]}'

@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence, TextIO
 
+from engine.core import strictjson
 from engine.core.api import (
     ContextLimitError,
     EngineAPI,
@@ -273,7 +273,7 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
     await run_conversation(plan, engine, printer, err, on_loaded, chat)
     if chat is not None and chat.conversation_id is not None:
         if plan.json:
-            out.write(json.dumps(saved_record(chat.conversation_id)) + "\n")
+            out.write(strictjson.dumps(saved_record(chat.conversation_id)) + "\n")
             out.flush()
         else:
             _say(err, f"saved as {chat.conversation_id}")

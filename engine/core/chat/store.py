@@ -10,8 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.core import strictjson
 from engine.core.chat.conversation import Conversation
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
+from engine.core.regular import NotRegularFile, open_regular
 
 LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
 KEPT_FOLDER = "conversations"  # chats the user chose to keep before replacing them
@@ -31,7 +33,7 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json.tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False)
+            handle.write(strictjson.dumps(data, ensure_ascii=False))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

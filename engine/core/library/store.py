@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.core import strictjson
+from engine.core.chat.fileformat import conversation_from_dict
 from engine.core.library import schema
 from engine.core.library.blobs import BlobError
 from engine.core.library.documents import join_document, split_document, summarize
@@ -101,7 +103,7 @@ class Library:
         new_id = conversation_id or secrets.token_hex(6)
         row = {"id": new_id, "title": summary.title, "spec": model_spec, "folder": summary.model_folder,
                "created": created if created is not None else now, "updated": created or now,
-               "messages": summary.messages, "doc": json.dumps(skeleton, ensure_ascii=False), "text": summary.text}
+               "messages": summary.messages, "doc": strictjson.dumps(skeleton, ensure_ascii=False), "text": summary.text}
         with self._write("save") as conn:
             conn.execute(
                 """INSERT INTO conversations (id, title, model_spec, model_folder, created, updated, messages,
