@@ -115,3 +115,33 @@ def test_saved_files_and_the_library_write_strict_json(tmp_path: Path) -> None:
     json.loads(raw, parse_constant=lambda w: pytest.fail(w))
     library.close()
     assert strictjson.dumps({"a": [1.0, float("nan"), {"b": (float("inf"),)}]}) == '{"a": [1.0, null, {"b": [null]}]}'
+
+
+# --- 5. the library validates the documents it reads --------------------------------------------
+
+WRONG_SHAPES = ['{"format": 2, "nodes": 5}', '[]', '7', 'null',
+                '{"format": 2, "nodes": [{"parent": null, "role": "user", "versions": "x"}]}',
+                '{"format": 2, "nodes": [{"parent": null, "role": "user", "versions": [{"text": 3}]}]}',
+                '{"format": 2, "nodes": [7]}', '{"format": 2, "nodes": [{"versions": [{"__blob__": "x"}]}]}']
+
+
+@pytest.mark.parametrize("doc", WRONG_SHAPES, ids=range(len(WRONG_SHAPES)))
+def test_a_stored_document_of_the_wrong_shape_is_one_line(doc: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.core.library import Library
+    from engine.scripted import ScriptedEngine
+    from tui.headless import main
+    from tui.main import main as logitscope
+
+    assert main(["run", "--no-config", "--model", "m", "--prompt", "hi", "--save"], engine_factory=ScriptedEngine) == 0
+    library = Library()
+    [entry] = library.entries()
+    with library._write("test") as conn:
+        conn.execute("UPDATE conversations SET document = ? WHERE id = ?", (doc, entry.id))
+    library.close()
+    capsys.readouterr()
+    for argv in (["export", entry.id, "--format", "json"], ["export", entry.id],
+                 ["run", "--no-config", "--model", "m", "--prompt", "more", "--continue", entry.id]):
+        code = main(argv, engine_factory=ScriptedEngine) if argv[0] == "run" else logitscope(argv)
+        err = capsys.readouterr().err
+        assert code in (1, 2) and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+        assert err.startswith(f"logitscope: chat {entry.id}") and "is damaged" in err, err

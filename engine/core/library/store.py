@@ -195,10 +195,9 @@ class Library:
         if row is None:
             raise LibraryError(f"no chat {reference!r} in the library")
         try:
-            document = join_document(json.loads(row[-1]), blobs)
-        except (BlobError, ValueError, IndexError) as exc:
+            return Stored(_entry(row[:-1]), checked_document(row[-1], blobs))
+        except ValueError as exc:
             raise LibraryError(f"chat {conversation_id} in {self.path} is damaged: {exc}") from None
-        return Stored(Entry(*row[:-1]), document)
 
     def integrity(self) -> str:
         """`PRAGMA integrity_check`'s first line: "ok" for a sound database."""
@@ -247,6 +246,30 @@ class Library:
     def _guard(self, call: Callable[[], Any], action: str) -> Any:
         with self._errors(action):
             return call()
+
+
+def checked_document(text: object, blobs: list[bytes]) -> dict[str, Any]:
+    """A stored chat's whole document, held to the shape a saved file is (`conversation_from_dict`
+    reads it: ValueError naming the first problem). Why: a row is a file on disk too; one whose
+    document had the wrong shape (nodes a number, a version a string) reached `export` and `run
+    --continue` as a TypeError traceback."""
+    try:
+        document = join_document(json.loads(text), blobs)  # type: ignore[arg-type]
+    except (BlobError, ValueError, IndexError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from None
+    conversation_from_dict(document)
+    return document
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    """The listing columns, type-checked (SQLite stores whatever a hand-edit put there)."""
+    entry = Entry(*row)
+    texts_ok = all(isinstance(v, str) or v is None for v in (entry.model_spec, entry.model_folder))
+    numbers_ok = all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                     for v in (entry.created, entry.updated, entry.messages))
+    if not isinstance(entry.id, str) or not isinstance(entry.title, str) or not texts_ok or not numbers_ok:
+        raise ValueError("its listing columns (title, model, dates, length) have the wrong types")
+    return entry
 
 
 def describe(exc: BaseException, action: str, path: Path) -> str:
