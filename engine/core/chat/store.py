@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 import time
 from pathlib import Path
@@ -44,11 +43,12 @@ def load_conversation(path: Path) -> Conversation:
     """The inverse of `save_conversation`: OSError if unreadable, ValueError for anything else
     wrong (one line naming the first problem). Only a regular file is opened: opening a FIFO
     would wait for a writer forever."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as handle:
+    try:
+        handle = open_regular(path)
+    except NotRegularFile as exc:
+        raise ValueError(exc.strerror) from None
+    with handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
         if info.st_size > MAX_FILE_BYTES:
             raise ValueError(f"too big for a saved conversation ({info.st_size // 2**20} MiB)")
         raw = handle.read()

@@ -28,6 +28,7 @@ from engine.core.library import schema
 from engine.core.library.blobs import BlobError
 from engine.core.library.documents import join_document, split_document, summarize
 from engine.core.library.search import where_clause
+from engine.core.regular import require_regular
 from engine.core.settings.paths import data_dir
 
 DB_NAME = "library.sqlite3"
@@ -78,6 +79,8 @@ class Library:
 
     def _connect(self, timeout: float) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            require_regular(self.path)  # SQLite would open a FIFO and wait on it forever
         conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA foreign_keys = ON")
