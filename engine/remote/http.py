@@ -31,6 +31,7 @@ class HttpOptions:
     base_url: str  # e.g. "http://127.0.0.1:8080" (a trailing "/v1" is accepted and dropped)
     api_key: str = ""  # sent as a Bearer token when set; read from the environment, never stored
     timeout_s: float = 60.0  # the longest silence tolerated while reading (a long prompt, a slow token)
+    turn_timeout_s: float = 600.0  # the longest a whole turn may take (keep-alive comments included)
 
 
 def normalise_url(url: str) -> str:

@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--server", help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, llama.cpp); "
                      "--model then names its model")
     run.add_argument("--tokenizer", help="the server's model's tokenizer (folder or repo id), for token-id prompts")
+    run.add_argument("--turn-timeout", type=float, metavar="S",
+                     help="the longest a reply from a server may take in all (default: [engine] turn_timeout_s)")
     run.add_argument("--save", action="store_true", help="keep the conversation in the library and say its id")
     run.add_argument("--continue", dest="continue_id", metavar="ID", help="continue a chat from the library "
                      "(its replies as their exact token ids when the model is the same); new turns are saved to it")
@@ -132,9 +134,12 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     for problem in loaded.problems:
         _say(sys.stderr, f"warning: {problem}")
     config = loaded.config
-    if args.server is not None or args.tokenizer is not None:
+    if args.turn_timeout is not None and not 1.0 <= args.turn_timeout <= 86400.0:
+        raise UsageError(f"--turn-timeout must be 1 to 86400 seconds, got {args.turn_timeout:g}")
+    if args.server is not None or args.tokenizer is not None or args.turn_timeout is not None:
         config = replace(config, engine=replace(config.engine, server=args.server or config.engine.server,
-                                                tokenizer=args.tokenizer or config.engine.tokenizer))
+                                                tokenizer=args.tokenizer or config.engine.tokenizer,
+                                                turn_timeout_s=args.turn_timeout or config.engine.turn_timeout_s))
     if args.gguf_threads is not None:
         config = replace(config, model=replace(config.model, gguf_threads=args.gguf_threads))
     if args.preview is not None and not args.json:
