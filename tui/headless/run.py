@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +44,7 @@ from engine.core.library import LibraryError
 EngineFactory = Callable[[], EngineAPI]
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
 EXIT_BROKEN_PIPE = 141
 
 
@@ -228,6 +230,8 @@ async def run_conversation(
     """Load the model, then run every prompt as the next turn of one conversation (kept in the
     library's `chat` after each reply, when given)."""
     in_turn = False
+    folder: str | None = None
+    said: set[str] = set()  # library problems already warned about (each once)
     try:
         info = await engine.load(plan.model, trust_remote_code=plan.trust_remote_code,
                                  on_progress=progress_printer(err))
@@ -237,11 +241,12 @@ async def run_conversation(
             err.write(f"logitscope: note: {printable(note)}\n")
         if on_loaded is not None:
             on_loaded()
+        folder = info.path
         messages = first_messages(plan.system, chat, info.path)
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
-            if chat is not None:
-                chat.user(prompt)
+            if chat is not None:  # the turn is kept from its start, the reply as it grows (`LinearChat`)
+                _warn_once(err, chat.user(prompt), said)
             printer.started(turn, prompt)
             in_turn = True
             request = GenerateRequest(tuple(messages), with_seed(plan.params))
@@ -251,9 +256,12 @@ async def run_conversation(
                 done = await run_turn_with_previews(engine, request, turn, printer, plan.preview, plan.config.preview)
             in_turn = False
             messages.append(Message("assistant", done.text, done.token_ids))
-            problem = chat.reply(done, request.params, info.path) if chat is not None else None
-            if problem:  # the library refused: one line, and the run goes on
-                _say(err, f"warning: {problem}")
+            if chat is not None:
+                _warn_once(err, chat.reply(done, request.params, info.path) or chat.problem, said)
+    except BaseException as stopped:  # a signal (CancelledError), a failure: keep the reply so far
+        if chat is not None and in_turn:
+            chat.cut("error" if isinstance(stopped, Exception) else "cancelled", folder)
+        raise
     finally:
         if in_turn:
             engine.cancel()
@@ -275,7 +283,15 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
     on_loaded = (lambda: record_recent(plan.model)) if remember else None
     printer = Printer(out, plan.json, err, len(plan.prompts))
     printer.on_token = chat.token if chat is not None else None
-    await run_conversation(plan, engine, printer, err, on_loaded, chat)
+    terminated = _on_sigterm_cancel()
+    try:
+        await run_conversation(plan, engine, printer, err, on_loaded, chat)
+    except asyncio.CancelledError:  # Ctrl+C (asyncio cancels this task) or SIGTERM: the chat is kept
+        if chat is not None and chat.conversation_id is not None:
+            _say(err, f"the chat so far is saved as {chat.conversation_id}")
+        if terminated.is_set():
+            return _fail(err, "terminated", EXIT_TERMINATED)
+        raise
     if chat is not None and chat.conversation_id is not None:
         if plan.json:
             out.write(strictjson.dumps(saved_record(chat.conversation_id)) + "\n")
@@ -283,6 +299,30 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
         else:
             _say(err, f"saved as {chat.conversation_id}")
     return 0
+
+
+def _on_sigterm_cancel() -> asyncio.Event:
+    """SIGTERM cancels the running task, as Ctrl+C does, so the reply so far is saved and the exit
+    status says so (143); the returned event is set when it came. Where the loop cannot take
+    signal handlers (not the main thread), SIGTERM keeps its default."""
+    came = asyncio.Event()
+    task = asyncio.current_task()
+
+    def terminate() -> None:
+        came.set()
+        if task is not None:
+            task.cancel()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+    return came
+
+
+def _warn_once(err: TextIO, problem: str | None, said: set[str]) -> None:
+    """A library refusal (locked, full, read-only): one line, once, and the run goes on."""
+    if problem and problem not in said:
+        said.add(problem)
+        _say(err, f"warning: {problem}")
 
 
 def _fail(err: TextIO, message: str, code: int = EXIT_USAGE) -> int:

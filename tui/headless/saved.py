@@ -8,8 +8,9 @@ the visible branch of any chat, the app's included. `tests/test_library_cli.py` 
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Callable
 
 from engine.core.api import Message, SamplingParams, TokenEvent, TurnFinished
 from engine.core.library import Library, LibraryError
@@ -25,41 +26,76 @@ def token_dict(event: TokenEvent) -> dict[str, Any]:
     return data
 
 
+SAVE_EVERY_S = 1.0  # a growing reply is committed at most this often: a SIGKILL loses about this much
+
+
 class LinearChat:
-    """A chat being written turn by turn: the document so far, saved after each reply."""
+    """A chat being written turn by turn, kept in the library as the app keeps its chats: the turn
+    when it starts (the prompt and an empty reply), the reply as it grows (at most every
+    `SAVE_EVERY_S`), and the reply cut short ("cancelled") when the run is interrupted.
+
+    Why: `run --save` used to commit nothing until a reply ended, so Ctrl+C, SIGTERM or SIGKILL
+    mid-reply lost the prompt and the partial reply. Each save is one library transaction."""
 
     def __init__(self, library: Library, model_spec: str, document: dict[str, Any] | None = None,
-                 conversation_id: str | None = None) -> None:
+                 conversation_id: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.library = library
         self.model_spec = model_spec
         self.document = document or {"format": 2, "system_prompt": "", "nodes": []}
         self.conversation_id = conversation_id
         self._tail = visible_path(self.document)[-1] if self.document["nodes"] else None
-        self._tokens: list[dict[str, Any]] = []
+        self._reply: dict[str, Any] | None = None  # the streaming reply's version, until it ends
+        self._clock = clock
+        self._saved_at = 0.0
+        self.problem: str | None = None  # why the library last refused a save (said once by the caller)
 
     def system(self, text: str) -> None:
         if not self.document["nodes"]:
             self.document["system_prompt"] = text
 
-    def user(self, text: str) -> None:
-        self._append("user", {"text": text, "tokens": None, "params": None, "finish_reason": None,
-                              "branched_at": None, "stats": None, "model": None, "thinking": None})
+    def user(self, text: str) -> str | None:
+        """Start a turn: the prompt and an empty reply, committed now; returns why the library
+        refused, or None."""
+        self._append("user", _version(text))
+        self._reply = _version("", tokens=[])
+        self._append("assistant", self._reply)
+        return self.save_now()
 
     def token(self, event: TokenEvent) -> None:
-        self._tokens.append(token_dict(event))
+        """One more token of the reply; committed when `SAVE_EVERY_S` has passed since the last save."""
+        if self._reply is None:
+            return
+        self._reply["tokens"].append(token_dict(event))
+        self._reply["text"] += event.text
+        if self._clock() - self._saved_at >= SAVE_EVERY_S:
+            self.save_now()
 
     def reply(self, done: TurnFinished, params: SamplingParams, model_folder: str | None) -> str | None:
         """Close the reply with what the engine reported (the parameters and seed it ran with) and
         commit the chat; returns why the library refused, or None."""
+        reply = self._reply if self._reply is not None else _version("", tokens=[])
         stats = {name: getattr(done, name) for name in STATS}
-        self._append("assistant", {"text": done.text, "tokens": self._tokens, "params": asdict(params),
-                                   "finish_reason": done.finish_reason, "branched_at": None, "stats": stats,
-                                   "model": model_folder, "thinking": None})  # the template's default
-        self._tokens = []
+        reply.update(text=done.text, params=asdict(params), finish_reason=done.finish_reason, stats=stats,
+                     model=model_folder)  # thinking None: the template's default
+        self._reply = None
+        return self.save_now()
+
+    def cut(self, reason: str = "cancelled", model_folder: str | None = None) -> str | None:
+        """The run stops mid-reply (a signal: "cancelled"; a failure: "error"): keep what arrived."""
+        if self._reply is None:
+            return None
+        self._reply.update(finish_reason=reason, model=model_folder or self._reply.get("model"))
+        self._reply = None
+        return self.save_now()
+
+    def save_now(self) -> str | None:
+        """Commit the document; returns why the library refused, or None (and remembers it)."""
+        self._saved_at = self._clock()
         try:
             self.save()
         except LibraryError as error:
-            return str(error)
+            self.problem = str(error)
+            return self.problem
         return None
 
     def save(self) -> str:
@@ -72,6 +108,12 @@ class LinearChat:
         parent = None if self._tail is None else [self._tail, nodes[self._tail].get("active", 0)]
         nodes.append({"parent": parent, "role": role, "active": 0, "versions": [version]})
         self._tail = len(nodes) - 1
+
+
+def _version(text: str, tokens: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A format-2 version: `tokens` None for a user message, a list for a reply."""
+    return {"text": text, "tokens": tokens, "params": None, "finish_reason": None, "branched_at": None,
+            "stats": None, "model": None, "thinking": None}
 
 
 def first_messages(system: str | None, chat: LinearChat | None, folder: str) -> list[Message]:
