@@ -73,3 +73,81 @@ def test_sigkill_mid_reply_loses_at_most_about_a_second(tmp_path: Path) -> None:
     stored = _stored(tmp_path)
     assert stored[0][:2] == ("user", "tell me")  # the turn was saved when it started
     assert len(stored) == 2 and stored[1][2] > 20  # and the reply as it grew
+
+
+CONTINUE = """
+import sys
+from engine.scripted import ScriptedEngine
+from tui.headless import main
+words = [f"{name}{{n}} " for n in range(60)]
+sys.exit(main(["run", "--no-config", "--model", "m", "--prompt", "from {name}", "--continue", "{chat}"],
+              engine_factory=lambda: ScriptedEngine([words], token_delay=0.03)))
+"""
+
+
+def test_two_runs_continuing_one_chat_both_keep_their_turns(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "PYTHONPATH": str(ROOT)}
+    first = subprocess.run([sys.executable, "-c", SLOW_RUN.format(extra="", delay=0.0).replace("400", "3")],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    library = Library(tmp_path / "data" / "logitscope" / "library.sqlite3")
+    [entry] = library.entries()
+    library.close()
+    runs = [subprocess.Popen([sys.executable, "-c", CONTINUE.format(name=name, chat=entry.id)], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("A", "B")]
+    outcomes = [(run.wait(timeout=120), run.communicate()[1]) for run in runs]
+    library = Library(tmp_path / "data" / "logitscope" / "library.sqlite3")
+    chat = conversation_from_dict(library.load(entry.id).document)
+    library.close()
+    texts = _all_texts(chat.root)
+    for name, (code, err) in zip("AB", outcomes):
+        kept = f"from {name}" in texts and any(t.startswith(f"{name}0 {name}1") for t in texts)
+        assert kept or (code != 0 and "changed" in err), (name, code, err, texts)  # a branch, or a clear refusal
+    assert all(code == 0 for code, _ in outcomes), outcomes
+
+
+def _all_texts(root: object) -> list[str]:
+    """Every version's text in the tree (a loop over an explicit stack)."""
+    out: list[str] = []
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        for version in node.versions:  # type: ignore[attr-defined]
+            out.append(version.text)
+            if version.child is not None:
+                stack.append(version.child)
+    return out
+
+
+def test_interleaved_writers_each_keep_their_turn_as_a_branch(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.core.api import TokenEvent, TurnFinished
+    from engine.core.api import SamplingParams
+    from tui.headless.saved import LinearChat, open_chat
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    seed = LinearChat(Library(), "m")
+    seed.user("hello")
+    chat_id = seed.save()
+
+    def token(text: str, index: int) -> TokenEvent:
+        return TokenEvent(index, 5, text, text, -0.1, 0.9, 1, 0.5, ())
+
+    def finished(text: str) -> TurnFinished:
+        return TurnFinished((), 1, 0, 1, 1, (5,), text, 0.1, 1.0, 1.0, "stop", 2, 100)
+
+    a, b = open_chat(chat_id, "m"), open_chat(chat_id, "m")
+    a.user("from A")
+    b.user("from B")  # changed under it: B's turn becomes a second version of A's message
+    a.token(token("a0", 0))
+    b.token(token("b0", 0))
+    assert a.reply(finished("a0"), SamplingParams(), "f") is None
+    assert b.reply(finished("b0"), SamplingParams(), "f") is None
+    a.user("A again")
+    assert a.reply(finished("a1"), SamplingParams(), "f") is None
+    stored = Library().load(chat_id)
+    texts = _all_texts(conversation_from_dict(stored.document).root)
+    for text in ("hello", "from A", "a0", "from B", "b0", "A again", "a1"):
+        assert text in texts, (text, texts)
+    assert b.branched and a.branched

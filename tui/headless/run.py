@@ -292,6 +292,9 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
         if terminated.is_set():
             return _fail(err, "terminated", EXIT_TERMINATED)
         raise
+    if chat is not None and chat.branched:
+        _say(err, f"note: chat {chat.conversation_id} was changed by another logitscope meanwhile; "
+                  "this run's turns were added to it as a branch")
     if chat is not None and chat.conversation_id is not None:
         if plan.json:
             out.write(strictjson.dumps(saved_record(chat.conversation_id)) + "\n")

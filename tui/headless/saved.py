@@ -8,12 +8,13 @@ the visible branch of any chat, the app's included. `tests/test_library_cli.py` 
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import asdict
 from typing import Any, Callable
 
 from engine.core.api import Message, SamplingParams, TokenEvent, TurnFinished
-from engine.core.library import Library, LibraryError
+from engine.core.library import ChatChanged, Library, LibraryError
 
 STATS = ("prompt_tokens", "reused_tokens", "prefilled_tokens", "generated_tokens", "ttft_s", "prefill_tps",
          "decode_tps", "context_used", "context_limit")
@@ -38,12 +39,20 @@ class LinearChat:
     mid-reply lost the prompt and the partial reply. Each save is one library transaction."""
 
     def __init__(self, library: Library, model_spec: str, document: dict[str, Any] | None = None,
-                 conversation_id: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 conversation_id: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 revision: float | None = None) -> None:
+        """`revision`: the stored chat's `updated` when it was read (`Library.save_if`)."""
         self.library = library
         self.model_spec = model_spec
         self.document = document or {"format": 2, "system_prompt": "", "nodes": []}
         self.conversation_id = conversation_id
-        self._tail = visible_path(self.document)[-1] if self.document["nodes"] else None
+        tail = visible_path(self.document)[-1] if self.document["nodes"] else None
+        # where this run's first message hangs: [node, version] of the chat's last shown message
+        self._anchor = None if tail is None else [tail, self.document["nodes"][tail].get("active", 0)]
+        self._mine: list[tuple[int, int]] = []  # (node, version) of each message this run wrote
+        self._saved = 0  # how many of them the library holds
+        self._revision = revision
+        self.branched = False  # another writer changed the chat meanwhile: this run's turns became a branch
         self._reply: dict[str, Any] | None = None  # the streaming reply's version, until it ends
         self._clock = clock
         self._saved_at = 0.0
@@ -99,15 +108,56 @@ class LinearChat:
         return None
 
     def save(self) -> str:
-        self.conversation_id = self.library.save(self.document, conversation_id=self.conversation_id,
-                                                 model_spec=self.model_spec)
-        return self.conversation_id
+        """Commit the document, unless another writer changed the chat since this run last read or
+        wrote it: then this run's messages are put into the chat as it is now, as a branch
+        (`_rebased`), and committed so. Nothing either run wrote is lost."""
+        if self.conversation_id is None:
+            self.conversation_id = secrets.token_hex(6)
+        for _ in range(3):  # each try re-reads the chat; a third writer racing us twice is unlikely
+            try:
+                self._revision = self.library.save_if(self.document, self.conversation_id, self._revision,
+                                                      model_spec=self.model_spec)
+                self._saved = len(self._mine)
+                return self.conversation_id
+            except ChatChanged:
+                stored = self.library.load(self.conversation_id)
+                self.document, self._revision = self._rebased(stored.document), stored.entry.updated
+                self.branched = True
+        raise LibraryError(f"chat {self.conversation_id} keeps changing under another logitscope; not saved")
+
+    def _rebased(self, theirs: dict[str, Any]) -> dict[str, Any]:
+        """The chat as another writer left it, with this run's messages in it: those the library
+        had are written over their own places (a writer only ever adds nodes and versions), the
+        rest hang where they hung. A message whose place already has another writer's message of
+        the same role becomes a new version of it (a branch, shown: as the app shows a branch)."""
+        nodes = theirs.get("nodes") or []
+        mine: list[tuple[int, int]] = []
+        for i, (node, version) in enumerate(self._mine):
+            ours = self.document["nodes"][node]
+            own = ours["versions"][version]
+            if i < self._saved and node < len(nodes) and version < len(nodes[node]["versions"]):
+                nodes[node]["versions"][version] = own
+                mine.append((node, version))
+                continue
+            parent = self._anchor if i == 0 else list(mine[-1])
+            sibling = next((j for j, n in enumerate(nodes) if n.get("parent") == parent and n.get("role") == ours["role"]),
+                           None)
+            if sibling is None:
+                nodes.append({"parent": parent, "role": ours["role"], "active": 0, "versions": [own]})
+                mine.append((len(nodes) - 1, 0))
+            else:
+                nodes[sibling]["versions"].append(own)
+                nodes[sibling]["active"] = len(nodes[sibling]["versions"]) - 1
+                mine.append((sibling, nodes[sibling]["active"]))
+        theirs["nodes"] = nodes
+        self._mine = mine
+        return theirs
 
     def _append(self, role: str, version: dict[str, Any]) -> None:
         nodes = self.document["nodes"]
-        parent = None if self._tail is None else [self._tail, nodes[self._tail].get("active", 0)]
+        parent = self._anchor if not self._mine else list(self._mine[-1])
         nodes.append({"parent": parent, "role": role, "active": 0, "versions": [version]})
-        self._tail = len(nodes) - 1
+        self._mine.append((len(nodes) - 1, 0))
 
 
 def _version(text: str, tokens: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -163,7 +213,7 @@ def open_chat(continue_id: str | None, model_spec: str) -> LinearChat:
         history(stored.document, None)
     except (KeyError, TypeError, IndexError, AttributeError):
         raise LibraryError(f"chat {stored.entry.id} cannot be continued: its document is damaged") from None
-    return LinearChat(library, model_spec, stored.document, stored.entry.id)
+    return LinearChat(library, model_spec, stored.document, stored.entry.id, revision=stored.entry.updated)
 
 
 def saved_record(conversation_id: str) -> dict[str, str]:

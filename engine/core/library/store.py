@@ -39,6 +39,10 @@ class LibraryError(Exception):
     """Why the library cannot do what was asked, in one line (the chat itself is unharmed)."""
 
 
+class ChatChanged(LibraryError):
+    """`Library.save_if` found the chat changed since the revision the caller had."""
+
+
 @dataclass(frozen=True)
 class Entry:
     """One chat as the library lists it."""
@@ -100,27 +104,50 @@ class Library:
         """Store `document` (new when `conversation_id` is None); returns the id. A title the
         user set is kept; otherwise it follows the first user message. `created` (an import's
         file time) also dates the new row's last change."""
+        with self._write("save") as conn:
+            return self._store(conn, document, conversation_id, model_spec, created, self._clock())
+
+    def _store(self, conn: sqlite3.Connection, document: dict[str, Any], conversation_id: str | None,
+               model_spec: str | None, created: float | None, now: float) -> str:
+        """`save`'s writes, inside the caller's write transaction."""
         skeleton, blobs = split_document(document)
         summary = summarize(document)
-        now = self._clock()
         new_id = conversation_id or secrets.token_hex(6)
         row = {"id": new_id, "title": summary.title, "spec": model_spec, "folder": summary.model_folder,
                "created": created if created is not None else now, "updated": created or now,
                "messages": summary.messages, "doc": strictjson.dumps(skeleton, ensure_ascii=False), "text": summary.text}
-        with self._write("save") as conn:
-            conn.execute(
-                """INSERT INTO conversations (id, title, model_spec, model_folder, created, updated, messages,
-                       document, text) VALUES (:id, :title, :spec, :folder, :created, :updated, :messages, :doc, :text)
-                   ON CONFLICT(id) DO UPDATE SET
-                       title = CASE WHEN title_set THEN title ELSE excluded.title END,
-                       model_spec = COALESCE(excluded.model_spec, model_spec),
-                       model_folder = COALESCE(excluded.model_folder, model_folder),
-                       updated = excluded.updated, messages = excluded.messages, deleted = NULL,
-                       document = excluded.document, text = excluded.text""", row)
-            conn.execute("DELETE FROM token_blobs WHERE conversation_id = ?", (new_id,))
-            conn.executemany("INSERT INTO token_blobs (conversation_id, position, data) VALUES (?, ?, ?)",
-                             [(new_id, i, b) for i, b in enumerate(blobs)])
+        conn.execute(
+            """INSERT INTO conversations (id, title, model_spec, model_folder, created, updated, messages,
+                   document, text) VALUES (:id, :title, :spec, :folder, :created, :updated, :messages, :doc, :text)
+               ON CONFLICT(id) DO UPDATE SET
+                   title = CASE WHEN title_set THEN title ELSE excluded.title END,
+                   model_spec = COALESCE(excluded.model_spec, model_spec),
+                   model_folder = COALESCE(excluded.model_folder, model_folder),
+                   updated = excluded.updated, messages = excluded.messages, deleted = NULL,
+                   document = excluded.document, text = excluded.text""", row)
+        conn.execute("DELETE FROM token_blobs WHERE conversation_id = ?", (new_id,))
+        conn.executemany("INSERT INTO token_blobs (conversation_id, position, data) VALUES (?, ?, ?)",
+                         [(new_id, i, b) for i, b in enumerate(blobs)])
         return new_id
+
+    def save_if(self, document: dict[str, Any], conversation_id: str, revision: float | None, *,
+                model_spec: str | None = None) -> float:
+        """`save` over the chat `conversation_id` only if no one changed it since `revision` (its
+        `updated` as last read or written here; None: the chat must not exist yet); returns the
+        new revision. `ChatChanged` otherwise, nothing written.
+
+        Why: two `run --continue` on one chat each rewrote the whole document, and the later
+        writer silently replaced the other's turn. The check and the write share one write
+        transaction, and each write moves `updated` strictly forward, so it is a revision.
+        """
+        with self._write("save") as conn:
+            row = conn.execute("SELECT updated FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+            current = None if row is None else row[0]
+            if current != revision:
+                raise ChatChanged(f"chat {conversation_id} was changed by another logitscope meanwhile")
+            now = max(self._clock(), (current or 0.0) + 1e-3)
+            self._store(conn, document, conversation_id, model_spec, None, now)
+            return now
 
     def rename(self, conversation_id: str, title: str) -> None:
         """Set the title the list shows (kept from now on); an empty title goes back to the default."""
