@@ -145,3 +145,23 @@ def test_a_stored_document_of_the_wrong_shape_is_one_line(doc: str, capsys: pyte
         err = capsys.readouterr().err
         assert code in (1, 2) and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
         assert err.startswith(f"logitscope: chat {entry.id}") and "is damaged" in err, err
+
+
+# --- 11. a template that fails is named as the model's chat template -----------------------------
+
+async def test_a_failing_chat_template_is_named(chatml_model: Path, tmp_path: Path, engine: Engine) -> None:
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "raising"
+    shutil.copytree(chatml_model, folder)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer.chat_template = "{% if messages | length > 1 %}{{ raise_exception('roles must alternate') }}{% endif %}" \
+        + tokenizer.chat_template
+    tokenizer.save_pretrained(str(folder))
+    await engine.load(str(folder))
+    _, first = await run(engine, [Message("user", "hello")])  # one message renders
+    with pytest.raises(EngineError, match=r"^The model's chat template failed: roles must alternate$"):
+        await run(engine, [Message("user", "hello"), Message("assistant", "x", first.token_ids),
+                           Message("user", "again")])
+    with pytest.raises(EngineError, match=r"^The model's chat template failed: roles must alternate$"):
+        await engine.count_tokens([Message("user", "a"), Message("user", "b")])

@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 from engine.core.api import EngineError, Message, check_token_ids
+from engine.core.text import error_line
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -307,7 +308,13 @@ def _render_text(
     `sentinels` rendered as their sentinel instead of their text; `options` (`_options`) passed
     to the template."""
     dicts = [{"role": m.role, "content": sentinels.get(i, m.text)} for i, m in enumerate(messages)]
-    text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True, **options)
+    try:
+        text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True, **options)
+    except EngineError:  # the watchdog's "ran for over 5 s", already naming the template
+        raise
+    except Exception as error:  # noqa: BLE001 - a stranger's program: its raise_exception, a Jinja error
+        # Said as the template's, not as "Generation failed": the model's files are what to fix.
+        raise EngineError(f"The model's chat template failed: {error_line(error)}") from None
     if not isinstance(text, str):
         raise EngineError("The model's chat template did not render to text.")
     return text
