@@ -46,6 +46,7 @@ class Script:
     completion: list[int] = field(default_factory=lambda: [300, 301, 302, 303])  # ids it "generates"
     cache: list[int] = field(default_factory=list)  # what its prefix cache holds (vLLM mode)
     closed_early: threading.Event = field(default_factory=threading.Event)  # the client hung up
+    keepalive_s: float | None = None  # after the chunks: an SSE comment this often, forever (no [DONE])
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -93,6 +94,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(f"data: {line}\n\n".encode())
                 self.wfile.flush()
                 time.sleep(self.script.delay_s)
+            while self.script.keepalive_s is not None:  # alive, never done (until the client hangs up)
+                self.wfile.write(b": keep-alive\n\n")
+                self.wfile.flush()
+                time.sleep(self.script.keepalive_s)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):

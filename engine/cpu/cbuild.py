@@ -212,21 +212,80 @@ def load(recipe: Recipe, folder: Path, *, mode: int = ctypes.RTLD_LOCAL, wait: f
     goes on in the background (raising `StillBuilding`) and a later load uses it. The library is
     opened locally first, so one lacking a symbol never enters the global scope: its files are
     removed and it is rebuilt for the next start (this process cannot open the new one: the
-    loader keeps the old one under that name). Raises OSError (one line).
+    loader keeps the old one under that name). A library the loader refuses is rebuilt the same
+    way, and one that killed the process opening it is rebuilt before it is opened again
+    (`_LoadMarker`). Raises OSError (one line).
     """
+    try:
+        _LoadMarker(library_path(recipe.source, recipe.flags, folder)).after_a_crash()
+    except OSError:
+        pass  # no folder yet, or not ours: `build` says so in its own words
     job = _Build(recipe, folder, cc)
     job.join(STARTUP_WAIT_S if wait is None else wait)
     if job.is_alive():
         raise StillBuilding(f"{recipe.source.name} is still building in the background")
     if job.error is not None or job.result is None:
         raise job.error or OSError(f"could not build {recipe.source.name}")
-    library = ctypes.CDLL(str(job.result), mode=ctypes.RTLD_LOCAL)
+    try:
+        with _LoadMarker(job.result):
+            library = ctypes.CDLL(str(job.result), mode=ctypes.RTLD_LOCAL)
+    except OSError as exc:
+        discard(job.result)
+        _Build(recipe, folder, cc)
+        reason = " ".join(str(exc).split())[:160]
+        raise OSError(f"{job.result.name} could not be loaded ({reason}); rebuilding it for the next start") from None
     missing = next((name for name in recipe.symbols if not hasattr(library, name)), None)
     if missing is not None:
         discard(job.result)
         _Build(recipe, folder, cc)
         raise OSError(f"{job.result.name} lacked {missing}; rebuilding it for the next start")
     return ctypes.CDLL(str(job.result), mode=mode) if mode != ctypes.RTLD_LOCAL else library
+
+
+class _LoadMarker:
+    """A file beside a library that exists exactly while a process is opening it (its pid inside).
+
+    Why: the hash proves a build is the one we recorded, not that it loads. A library truncated
+    after its record was rewritten to match (a disk fault, a careless copy) is mapped past its
+    end by ``dlopen``, and the process dies of SIGBUS before Python can catch anything, at every
+    start. Found at the next start with its process gone, the marker says the last load crashed:
+    the build is thrown away and made again, so a crash at load happens once, never twice.
+    """
+
+    def __init__(self, library: Path) -> None:
+        self.path = library.with_name(library.name + ".loading")
+        self.library = library
+
+    def after_a_crash(self) -> None:
+        """Discard the build if a process died while opening it (its marker outlived it)."""
+        try:
+            pid = int(self.path.read_text(encoding="ascii").strip() or "0")
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            pid = 0
+        if pid > 0 and pid != os.getpid() and _alive(pid):
+            return  # another process is opening it right now
+        discard(self.library)
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> "_LoadMarker":
+        self.path.write_text(f"{os.getpid()}\n", encoding="ascii")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` exists (one of another user counts: it exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def discard(library: Path) -> None:

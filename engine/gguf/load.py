@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.core.api import LoadProgress, ModelLoadError
+from engine.core.regular import open_regular
 from engine.models.ggufs import hub_file, is_gguf_spec  # noqa: F401 - is_gguf_spec: engine.gguf's public name
 
 DEFAULT_CONTEXT = 8192  # llama.cpp allocates the whole KV cache up front: a 128k model would not fit
@@ -60,7 +61,7 @@ def check_file(spec: str) -> Path:
     if not path.is_file():
         raise ModelLoadError(f"{shown} is not a regular file")
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             magic = handle.read(4)
     except OSError as error:
         raise ModelLoadError(f"cannot read {shown}: {error.strerror or error}") from error

@@ -35,10 +35,9 @@ from engine.core.api import (
     PreviewFinished,
     PreviewRequest,
     PreviewToken,
-    check_token_ids,
 )
 from engine.local.penalties import make_penalties
-from engine.local.prompt import common_prefix_len, render_prompt
+from engine.local.prompt import common_prefix_len
 from engine.local.sampling import LiveSampler, logits_were_numbers
 from engine.local.session import Session
 from engine.local.textstream import ReplyText
@@ -73,7 +72,6 @@ def check_request(request: PreviewRequest, vocab_size: int) -> None:
         raise EngineError(f"A preview takes 1 to {MAX_ROWS} candidates, got {len(request.candidates)}.")
     if not 1 <= request.tokens <= MAX_TOKENS:
         raise EngineError(f"A preview is 1 to {MAX_TOKENS} tokens long, got {request.tokens}.")
-    check_token_ids(request.messages, vocab_size)
     for candidate in request.candidates:
         if type(candidate) is not int or not 0 <= candidate < vocab_size:
             raise EngineError(f"Candidate {candidate!r} is not a token id of this model (0..{vocab_size - 1}).")
@@ -98,7 +96,7 @@ def run_preview(
 def _row(session: Session, request: PreviewRequest, candidate: int) -> _Row:
     """A row with its branch prompt, rendered exactly as that turn would render it."""
     branch = request.branch(candidate)
-    prompt = render_prompt(session.tokenizer, branch.messages, True, session.encode)
+    prompt = session.prompt(branch.messages, True)
     return _Row(candidate, prompt, ReplyText(session.tokenizer, branch.messages[-1].token_ids or ()))
 
 

@@ -23,7 +23,8 @@ from collections import OrderedDict
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from engine.core.api import EngineError, Message
+from engine.core.api import EngineError, Message, check_token_ids
+from engine.core.text import error_line
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -172,6 +173,29 @@ def render_prompt(
     return ids
 
 
+def admitted_ids(
+    tokenizer: Any, messages: Sequence[Message], continue_last: bool, vocab_size: int,
+    encode: TextEncoder | None = None, thinking: bool | None = None,
+) -> list[int]:
+    """`render_prompt`'s ids, every one checked against the model's embedding table: the door
+    every id passes on its way to a forward pass (a turn, a branch, a preview row, a warm-up).
+
+    Why all of them and not only the ids a message carries: the template and the tokenizer make
+    ids too, and a model folder is data. A tokenizer whose added special token has id 512 on a
+    512-row embedding sent 512 to MLX, which indexes without a bound check: the turn ran on
+    whatever memory lay past the table (once blamed on "NaN logits"). Sampled ids need no check:
+    they index the logits row. One EngineError line names the id and the vocabulary size.
+    """
+    check_token_ids(messages, vocab_size)  # a message's own ids: the error names the message
+    ids = render_prompt(tokenizer, messages, continue_last, encode, thinking)
+    if ids and (min(ids) < 0 or max(ids) >= vocab_size):  # two C loops: ~0.1 ms for 8k ids
+        bad = next(i for i in ids if not 0 <= i < vocab_size)
+        raise EngineError(f"The model's chat template or tokenizer gives token id {bad}, outside the "
+                          f"vocabulary of {vocab_size} ids (0..{vocab_size - 1}) that its embedding holds: "
+                          "the model folder's tokenizer does not match its weights.")
+    return ids
+
+
 def check_conversation(messages: Sequence[Message], continue_last: bool) -> None:
     """Refuse a conversation that cannot be continued the way the request asks (one clear line)."""
     if not messages:
@@ -284,7 +308,13 @@ def _render_text(
     `sentinels` rendered as their sentinel instead of their text; `options` (`_options`) passed
     to the template."""
     dicts = [{"role": m.role, "content": sentinels.get(i, m.text)} for i, m in enumerate(messages)]
-    text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True, **options)
+    try:
+        text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True, **options)
+    except EngineError:  # the watchdog's "ran for over 5 s", already naming the template
+        raise
+    except Exception as error:  # noqa: BLE001 - a stranger's program: its raise_exception, a Jinja error
+        # Said as the template's, not as "Generation failed": the model's files are what to fix.
+        raise EngineError(f"The model's chat template failed: {error_line(error)}") from None
     if not isinstance(text, str):
         raise EngineError("The model's chat template did not render to text.")
     return text

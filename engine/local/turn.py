@@ -30,7 +30,7 @@ from engine.core.api import (
     TurnControl,
     TurnFinished,
 )
-from engine.local.prompt import message_ids, render_prompt
+from engine.local.prompt import message_ids
 from engine.local.sampling import LiveSampler, TokenStats, logits_were_numbers
 from engine.local.session import Session
 from engine.local.textstream import ReplyText
@@ -110,8 +110,7 @@ def run_turn(
 ) -> TurnFinished:
     """Generate one reply, emitting a TokenEvent per token; returns the closing TurnFinished."""
     started = time.perf_counter()
-    prompt = render_prompt(session.tokenizer, request.messages, request.continue_last, session.encode,
-                           request.thinking)
+    prompt = session.prompt(request.messages, request.continue_last, request.thinking)
     _check_fits(len(prompt), session.context_limit)
     prefix = message_ids(session.encode, request.messages[-1]) if request.continue_last else []
     reused = session.reuse_prefix(prompt)

@@ -22,7 +22,6 @@ from engine.core.api import (
     EngineError,
     ModelInfo,
     ModelLoadError,
-    check_token_ids,
 )
 from engine.local.commands import (
     Command,
@@ -33,7 +32,7 @@ from engine.local.commands import (
     PreviewCommand,
     StopCommand,
 )
-from engine.local.loaders import MlxLoader, ModelLoader, vocab_size
+from engine.local.loaders import MlxLoader, ModelLoader
 from engine.local.options import EngineOptions
 from engine.core.text import clipped, error_line as one_line
 from engine.local.watchdog import Watchdog, bound_template
@@ -226,7 +225,6 @@ class EngineWorker:
             if session is not None:
                 from engine.local.warmup import warm_cache
 
-                check_token_ids(command.messages, vocab_size(session.model, session.tokenizer))
                 warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft,
                                     command.thinking)
         except EngineError:  # ids this model cannot take: the turn itself will say so
@@ -248,7 +246,7 @@ class EngineWorker:
         try:
             from engine.local.preview import check_request, run_preview
 
-            check_request(command.request, vocab_size(session.model, session.tokenizer))
+            check_request(command.request, session.vocab_size)
             def stop() -> bool:
                 """Give way to any queued command (a turn starts within one decode step)."""
                 return command.cancelled.is_set() or not self._commands.empty()
@@ -267,7 +265,6 @@ class EngineWorker:
         try:
             from engine.local.turn import run_turn
 
-            check_token_ids(command.request.messages, vocab_size(session.model, session.tokenizer))
             sink, flush = session.runtime.turn_sink(command.sink)
             try:
                 sink(run_turn(session, command.request, command.control, sink))

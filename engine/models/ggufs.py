@@ -14,6 +14,8 @@ import struct
 from pathlib import Path
 from typing import BinaryIO
 
+from engine.core.regular import open_regular
+
 SUFFIX = ".gguf"
 # ``owner/repo/file.gguf`` or ``owner/repo/folder/file.gguf``: a file in a Hugging Face repo
 HUB_FILE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)/((?:[\w.-]+/)*[^/]+\.gguf)", re.IGNORECASE)
@@ -80,7 +82,7 @@ def quantization(path: Path) -> str:
 def header_file_type(path: Path) -> int:
     """``general.file_type`` from the file's header, or -1 (not GGUF v2+, key absent, unreadable)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             return _find_file_type(handle)
     except (OSError, struct.error, ValueError, UnicodeDecodeError):
         return -1

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.core.api import LoadProgress, ModelLoadError
+from engine.core.regular import open_regular, read_regular_bytes, read_regular_text
 from engine.models.hub import check_model_folder, one_line, resolve_model
 
 # The GPT-4 (cl100k) split pattern; transformers' TikTokenConverter uses the same default.
@@ -101,7 +102,7 @@ def load_tokenizer(path: Path, name: str, config: dict[str, Any], *, trust_remot
 def _is_tiktoken_file(file: Path) -> bool:
     """A tiktoken BPE file is text lines of ``<base64 token> <rank>`` (a SentencePiece one is protobuf)."""
     try:
-        with open(file, "rb") as f:
+        with open_regular(file) as f:
             first = f.readline(4096).split()
         return len(first) == 2 and first[1].isdigit() and bool(base64.b64decode(first[0], validate=True))
     except (OSError, ValueError, binascii.Error):
@@ -119,7 +120,7 @@ def read_tiktoken_ranks(file: Path, name: str) -> dict[bytes, int]:
     a stale vocabulary if the file at that path changed."""
     ranks: dict[bytes, int] = {}
     try:
-        lines = file.read_bytes().splitlines()
+        lines = read_regular_bytes(file).splitlines()
     except OSError as error:
         raise ModelLoadError(f"{name}: cannot read {file.name} ({one_line(error)})") from error
     for number, line in enumerate(lines, 1):
@@ -205,7 +206,7 @@ def _tokenizer_config(folder: Path, name: str) -> dict[str, Any]:
     if not file.is_file():
         return {}
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(file))
     except (OSError, ValueError) as error:
         raise ModelLoadError(f"{name}: tokenizer_config.json is unreadable ({one_line(error)})") from error
     return data if isinstance(data, dict) else {}
@@ -215,6 +216,6 @@ def _chat_template(folder: Path, config: dict[str, Any]) -> str | None:
     """The chat template: a chat_template.jinja file wins over tokenizer_config.json (as in transformers)."""
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
+        return read_regular_text(jinja)
     template = config.get("chat_template")
     return template if isinstance(template, str) else None

@@ -31,7 +31,7 @@ from engine.remote.events import (
 )
 from engine.remote.http import HttpClient
 from engine.remote.tokens import ServerTokenizer
-from engine.remote.waiting import or_stopped, until
+from engine.remote.waiting import Deadline, or_stopped, until
 from engine.remote.wire import (
     TokenRecord,
     chat_messages,
@@ -69,6 +69,7 @@ class ChatTurn:
     tokenizer: ServerTokenizer | None  # when here: the text of ids the server sends bare
     wire_model: str
     cancel: asyncio.Event
+    deadline: Deadline | None = None  # the whole turn's (`RemoteEngine`: [engine] turn_timeout_s)
 
     async def run(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
         done = _Progress()
@@ -93,11 +94,16 @@ class ChatTurn:
                         done: _Progress) -> AsyncIterator[EngineEvent]:
         body.update(stream=True, stream_options={"include_usage": True})
         async with self.client.stream("/v1/chat/completions", body) as objects:
-            async for obj in until(objects, self.cancel):
+            async for obj in until(objects, self.cancel, self.deadline):
                 done.usage = usage_counts(obj) or done.usage
-                for event in _chunk_events(obj, len(done.ids), params.candidates):
+                events = _chunk_events(obj, len(done.ids), params.candidates)
+                room = params.max_tokens - len(done.ids)
+                for event in events[:room]:
                     yield done.add(event)
                 done.reason = _reason(obj) or done.reason
+                if len(done.ids) >= params.max_tokens:  # a server that ignores max_tokens stops here
+                    done.reason = "length" if len(events) > room or done.reason is None else done.reason
+                    break
             if self.cancel.is_set():
                 done.reason = "cancelled"
         if done.reason is None:  # an HTTP/1.0 stream cut ends like a finished one: only this tells
@@ -106,14 +112,18 @@ class ChatTurn:
 
     async def _whole(self, body: dict[str, Any], params: SamplingParams, done: _Progress) -> AsyncIterator[EngineEvent]:
         done.clock.whole = True
-        obj = await or_stopped(self.client.post_json("/v1/chat/completions", body), self.cancel)
+        obj = await or_stopped(self.client.post_json("/v1/chat/completions", body), self.cancel, self.deadline)
         if obj is None:
             done.reason = "cancelled"
             return
         done.usage, done.reason = usage_counts(obj), _reason(obj) or "stop"
-        for event in self._whole_events(obj, params):
+        events = self._whole_events(obj, params)
+        for event in events[: params.max_tokens]:
             yield done.add(event)
-        done.texts = [_message_text(obj)]  # the reply's text is the server's own
+        if len(events) > params.max_tokens:  # a server that ignores max_tokens: cut where we asked
+            done.reason = "length"
+        else:
+            done.texts = [_message_text(obj)]  # the reply's text is the server's own
 
     def _whole_events(self, obj: dict[str, Any], params: SamplingParams) -> list[TokenEvent]:
         """A whole reply's tokens (mlx_lm.server).

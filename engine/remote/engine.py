@@ -32,6 +32,7 @@ from engine.remote.chat import ChatTurn
 from engine.remote.completions import IdsTurn
 from engine.remote.http import HttpClient, HttpOptions
 from engine.remote.tokens import ServerTokenizer, in_daemon_thread, load_tokenizer
+from engine.remote.waiting import Deadline
 
 SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the server serves"
 PREVIEW_REFUSAL = "Previews are not available on a remote server (--server): they need the local engine."
@@ -148,12 +149,15 @@ class RemoteEngine:
         client, caps = self._ready(request)
         self._cancel.clear()
         self._params = request.params
+        limit = self._options.turn_timeout_s
+        deadline = Deadline.after(limit, f"The server at {client.base_url} did not finish the reply within {limit:g} s "
+                                         "(the turn limit: [engine] turn_timeout_s, --turn-timeout); stopped it.")
         turn: IdsTurn | ChatTurn
         if self._by_ids and self._tokens is not None:
             turn = IdsTurn(client, caps, self._tokens, self._wire_model, lambda: self._params, self._cancel,
-                           self._interrupt)
+                           self._interrupt, deadline)
         else:
-            turn = ChatTurn(client, caps, self._tokens, self._wire_model, self._cancel)
+            turn = ChatTurn(client, caps, self._tokens, self._wire_model, self._cancel, deadline)
         async for event in turn.run(request):
             yield event
 

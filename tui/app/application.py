@@ -263,6 +263,15 @@ class LogitscopeApp(App[None]):
     async def on_unmount(self) -> None:
         await self.shutdown()
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """Everything the app copies (y, Y) passes here, made safe as the screen makes it: every
+        control character but newline and tab becomes visible (`printable`: ESC shows as ␛).
+
+        Why: a reply is the model's text. Copied raw, a crafted reply's ESC and BEL would act on
+        the terminal it is pasted into (an OSC 52 there writes that terminal's clipboard in turn).
+        """
+        super().copy_to_clipboard(printable(text))
+
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Every notification (ours and the widgets', which all come here) shows its text

@@ -24,6 +24,7 @@ from textual.keys import (
     _character_to_key,
 )
 
+from engine.core.regular import read_regular_text
 from engine.core.settings import KeyLines, Problems
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
@@ -206,6 +207,6 @@ def _read_quietly(source: Path | None) -> str:
     if source is None:
         return ""
     try:
-        return source.read_text(encoding="utf-8")
+        return read_regular_text(source)
     except (OSError, UnicodeDecodeError):
         return ""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from engine.core.library import Library, LibraryError, Stored
+from engine.core.regular import read_regular_text
 from engine.core.settings import printable, printable_json
 from engine.core.chat.export import exchange_json
 from engine.core.chat.export import markdown as chat_markdown
@@ -106,7 +107,7 @@ def _import(library: Library, path: Path, out: TextIO, err: TextIO) -> int:
 
 def _title_of(path: Path) -> str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(path))
     except (OSError, ValueError):
         return ""
     title = data.get("title") if isinstance(data, dict) else None

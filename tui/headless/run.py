@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
+import signal
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence, TextIO
 
+from engine.core import strictjson
 from engine.core.api import (
     ContextLimitError,
     EngineAPI,
@@ -43,6 +44,7 @@ from engine.core.library import LibraryError
 EngineFactory = Callable[[], EngineAPI]
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
 EXIT_BROKEN_PIPE = 141
 
 
@@ -91,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--server", help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, llama.cpp); "
                      "--model then names its model")
     run.add_argument("--tokenizer", help="the server's model's tokenizer (folder or repo id), for token-id prompts")
+    run.add_argument("--turn-timeout", type=float, metavar="S",
+                     help="the longest a reply from a server may take in all (default: [engine] turn_timeout_s)")
     run.add_argument("--save", action="store_true", help="keep the conversation in the library and say its id")
     run.add_argument("--continue", dest="continue_id", metavar="ID", help="continue a chat from the library "
                      "(its replies as their exact token ids when the model is the same); new turns are saved to it")
@@ -132,9 +136,12 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     for problem in loaded.problems:
         _say(sys.stderr, f"warning: {problem}")
     config = loaded.config
-    if args.server is not None or args.tokenizer is not None:
+    if args.turn_timeout is not None and not 1.0 <= args.turn_timeout <= 86400.0:
+        raise UsageError(f"--turn-timeout must be 1 to 86400 seconds, got {args.turn_timeout:g}")
+    if args.server is not None or args.tokenizer is not None or args.turn_timeout is not None:
         config = replace(config, engine=replace(config.engine, server=args.server or config.engine.server,
-                                                tokenizer=args.tokenizer or config.engine.tokenizer))
+                                                tokenizer=args.tokenizer or config.engine.tokenizer,
+                                                turn_timeout_s=args.turn_timeout or config.engine.turn_timeout_s))
     if args.gguf_threads is not None:
         config = replace(config, model=replace(config.model, gguf_threads=args.gguf_threads))
     if args.preview is not None and not args.json:
@@ -223,6 +230,8 @@ async def run_conversation(
     """Load the model, then run every prompt as the next turn of one conversation (kept in the
     library's `chat` after each reply, when given)."""
     in_turn = False
+    folder: str | None = None
+    said: set[str] = set()  # library problems already warned about (each once)
     try:
         info = await engine.load(plan.model, trust_remote_code=plan.trust_remote_code,
                                  on_progress=progress_printer(err))
@@ -232,11 +241,12 @@ async def run_conversation(
             err.write(f"logitscope: note: {printable(note)}\n")
         if on_loaded is not None:
             on_loaded()
+        folder = info.path
         messages = first_messages(plan.system, chat, info.path)
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
-            if chat is not None:
-                chat.user(prompt)
+            if chat is not None:  # the turn is kept from its start, the reply as it grows (`LinearChat`)
+                _warn_once(err, chat.user(prompt), said)
             printer.started(turn, prompt)
             in_turn = True
             request = GenerateRequest(tuple(messages), with_seed(plan.params))
@@ -246,9 +256,12 @@ async def run_conversation(
                 done = await run_turn_with_previews(engine, request, turn, printer, plan.preview, plan.config.preview)
             in_turn = False
             messages.append(Message("assistant", done.text, done.token_ids))
-            problem = chat.reply(done, request.params, info.path) if chat is not None else None
-            if problem:  # the library refused: one line, and the run goes on
-                _say(err, f"warning: {problem}")
+            if chat is not None:
+                _warn_once(err, chat.reply(done, request.params, info.path) or chat.problem, said)
+    except BaseException as stopped:  # a signal (CancelledError), a failure: keep the reply so far
+        if chat is not None and in_turn:
+            chat.cut("error" if isinstance(stopped, Exception) else "cancelled", folder)
+        raise
     finally:
         if in_turn:
             engine.cancel()
@@ -270,14 +283,49 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
     on_loaded = (lambda: record_recent(plan.model)) if remember else None
     printer = Printer(out, plan.json, err, len(plan.prompts))
     printer.on_token = chat.token if chat is not None else None
-    await run_conversation(plan, engine, printer, err, on_loaded, chat)
+    terminated = _on_sigterm_cancel()
+    try:
+        await run_conversation(plan, engine, printer, err, on_loaded, chat)
+    except asyncio.CancelledError:  # Ctrl+C (asyncio cancels this task) or SIGTERM: the chat is kept
+        if chat is not None and chat.conversation_id is not None:
+            _say(err, f"the chat so far is saved as {chat.conversation_id}")
+        if terminated.is_set():
+            return _fail(err, "terminated", EXIT_TERMINATED)
+        raise
+    if chat is not None and chat.branched:
+        _say(err, f"note: chat {chat.conversation_id} was changed by another logitscope meanwhile; "
+                  "this run's turns were added to it as a branch")
     if chat is not None and chat.conversation_id is not None:
         if plan.json:
-            out.write(json.dumps(saved_record(chat.conversation_id)) + "\n")
+            out.write(strictjson.dumps(saved_record(chat.conversation_id)) + "\n")
             out.flush()
         else:
             _say(err, f"saved as {chat.conversation_id}")
     return 0
+
+
+def _on_sigterm_cancel() -> asyncio.Event:
+    """SIGTERM cancels the running task, as Ctrl+C does, so the reply so far is saved and the exit
+    status says so (143); the returned event is set when it came. Where the loop cannot take
+    signal handlers (not the main thread), SIGTERM keeps its default."""
+    came = asyncio.Event()
+    task = asyncio.current_task()
+
+    def terminate() -> None:
+        came.set()
+        if task is not None:
+            task.cancel()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+    return came
+
+
+def _warn_once(err: TextIO, problem: str | None, said: set[str]) -> None:
+    """A library refusal (locked, full, read-only): one line, once, and the run goes on."""
+    if problem and problem not in said:
+        said.add(problem)
+        _say(err, f"warning: {problem}")
 
 
 def _fail(err: TextIO, message: str, code: int = EXIT_USAGE) -> int:

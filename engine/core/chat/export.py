@@ -4,9 +4,9 @@ copy and export commands and `logitscope export` share it."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from engine.core import strictjson
 from engine.core.chat.conversation import Conversation, Node
 from engine.core.chat.fileformat import conversation_to_dict
 
@@ -43,7 +43,7 @@ def markdown(title: str, conversation: Conversation) -> str:
 def exchange_json(title: str, model_spec: str | None, document: dict[str, Any]) -> str:
     """Format 2 (every branch, token and candidate) plus the library's title and model spec;
     `conversation_from_dict` reads it back (extra keys are ignored)."""
-    return json.dumps({**document, "title": title, "model_spec": model_spec}, ensure_ascii=False)
+    return strictjson.dumps({**document, "title": title, "model_spec": model_spec}, ensure_ascii=False)
 
 
 def conversation_json(title: str, model_spec: str | None, conversation: Conversation) -> str:

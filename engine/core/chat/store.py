@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 import time
 from pathlib import Path
 
+from engine.core import strictjson
 from engine.core.chat.conversation import Conversation
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
+from engine.core.regular import NotRegularFile, open_regular
 
 LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
 KEPT_FOLDER = "conversations"  # chats the user chose to keep before replacing them
@@ -31,7 +32,7 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json.tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False)
+            handle.write(strictjson.dumps(data, ensure_ascii=False))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -42,11 +43,12 @@ def load_conversation(path: Path) -> Conversation:
     """The inverse of `save_conversation`: OSError if unreadable, ValueError for anything else
     wrong (one line naming the first problem). Only a regular file is opened: opening a FIFO
     would wait for a writer forever."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as handle:
+    try:
+        handle = open_regular(path)
+    except NotRegularFile as exc:
+        raise ValueError(exc.strerror) from None
+    with handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
         if info.st_size > MAX_FILE_BYTES:
             raise ValueError(f"too big for a saved conversation ({info.st_size // 2**20} MiB)")
         raw = handle.read()

@@ -140,7 +140,7 @@ _EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
         "low_prob_threshold": _check_range(0.0, 1.0),
     },
     "chat": {"context_strategy": _check_choice(CONTEXT_STRATEGIES)},
-    "engine": {"timeout_s": _check_range(1.0, 3600.0)},
+    "engine": {"timeout_s": _check_range(1.0, 3600.0), "turn_timeout_s": _check_range(1.0, 86400.0)},
     "preview": {
         "candidates": _check_range(0, 16),
         "tokens": _check_range(1, 256),
