@@ -14,9 +14,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from engine.core.library import Library, LibraryError, Stored
+from tui.cli_parser import OneLineParser, UsageError
 from engine.core.settings import printable, printable_json
 from engine.core.chat.export import exchange_json
 from engine.core.chat.export import markdown as chat_markdown
@@ -28,18 +29,9 @@ LIBRARY_COMMANDS = ("list", "export", "import")
 PREFIX = "logitscope: "
 
 
-class _Usage(Exception):
-    """A bad command line, in one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _Usage(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="logitscope")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="logitscope")
+    commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", help="chats in the library, newest first")
     listing.add_argument("query", nargs="*", help="words every listed chat holds")
     export = commands.add_parser("export", help="print a chat: Markdown (the visible branch) or JSON (everything)")
@@ -54,7 +46,7 @@ def main(argv: Sequence[str], out: TextIO | None = None, err: TextIO | None = No
     out, err = out or sys.stdout, err or sys.stderr
     try:
         args = _parser().parse_args(list(argv))
-    except _Usage as exc:
+    except UsageError as exc:
         return _fail(err, str(exc), 2)
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else 0
