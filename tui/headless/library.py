@@ -19,6 +19,7 @@ from typing import TextIO
 from engine.core.library import Library, LibraryError, Stored
 from tui.cli_parser import OneLineParser, UsageError
 from engine.core.settings import printable, printable_json
+from engine.core.text import title_line
 from engine.core.chat.export import exchange_json
 from engine.core.chat.export import markdown as chat_markdown
 from engine.core.chat.conversation import Conversation
@@ -68,7 +69,7 @@ def main(argv: Sequence[str], out: TextIO | None = None, err: TextIO | None = No
 def _list(library: Library, query: str, out: TextIO) -> None:
     for entry in library.entries(query):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.updated))
-        out.write(printable(f"{entry.id}  {when}  {entry.messages:>4} msgs  {entry.title}") + "\n")
+        out.write(printable(f"{entry.id}  {when}  {entry.messages:>4} msgs  {title_line(entry.title)}") + "\n")
 
 
 def export_json(stored: Stored) -> str:
