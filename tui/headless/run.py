@@ -33,6 +33,7 @@ from engine.core.api import (
     SamplingParams,
     TurnFinished,
 )
+from engine.core.chat.context import fit_turn, left_out_note
 from engine.core.settings import Config, load_config, parse_gguf_threads, printable
 from tui.cli_parser import OneLineParser, UsageError, nonblank
 from tui.headless.output import Printer, progress_printer, say as _say
@@ -223,13 +224,21 @@ async def run_conversation(
         if on_loaded is not None:
             on_loaded()
         messages = first_messages(plan.system, chat, info.path)
+        dropped = 0
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
+            fitted = await fit_turn(engine, messages, plan.config.chat.context_strategy, plan.params.max_tokens,
+                                    dropped_before=dropped)
+            if fitted.refusal is not None:  # before the prompt enters the library: nothing to undo
+                raise ContextLimitError(fitted.refusal)
+            if fitted.dropped != dropped and fitted.dropped:
+                _say(err, f"note: {left_out_note(fitted.dropped)}")
+            dropped = fitted.dropped
             if chat is not None:
                 chat.user(prompt)
             printer.started(turn, prompt)
             in_turn = True
-            request = GenerateRequest(tuple(messages), with_seed(plan.params))
+            request = GenerateRequest(fitted.messages, with_seed(plan.params))
             if plan.preview is None:
                 done = await _run_turn(engine, request, turn, printer)
             else:
