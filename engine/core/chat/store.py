@@ -9,6 +9,7 @@ import stat
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
 from engine.core.chat.conversation import Conversation
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
@@ -34,11 +35,16 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json.tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            write_text(handle, text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text(handle: TextIO, text: str) -> None:
+    """The one write of a save: where a full disk makes it fail (and where tests fill the disk)."""
+    handle.write(text)
 
 
 def load_conversation(path: Path) -> Conversation:
