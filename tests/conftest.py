@@ -60,3 +60,12 @@ async def engine() -> AsyncIterator[Engine]:
     eng = Engine()
     yield eng
     await eng.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_build_budget() -> None:
+    """Each test starts as a fresh process does: with the whole start-up wait for C builds
+    (`engine.cpu.cbuild.WaitBudget`), not what earlier tests left of it."""
+    from engine.cpu import cbuild
+
+    cbuild.process_budget.cache_clear()

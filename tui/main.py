@@ -16,11 +16,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from tui.cli_parser import OneLineParser, UsageError, nonblank
+
 if TYPE_CHECKING:
     from tui.app.application import LogitscopeApp
 
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="logitscope",
         description="Chat with a local language model and see each token's top candidates.",
         epilog="Headless: 'logitscope run --help' and 'logitscope bench --help'. "
@@ -31,9 +34,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="PATH", type=Path, help="config file (default: the XDG one)")
     parser.add_argument("--trust-remote-code", action="store_true", default=None,
                         help="allow model code from the repo (only for repos you trust)")
-    parser.add_argument("--server", metavar="URL", help="an OpenAI-compatible server (mlx_lm.server, vLLM, "
-                        "llama.cpp) instead of MLX here; --model then names its model")
-    parser.add_argument("--tokenizer", metavar="SPEC", help="the server's model's tokenizer, for token-id prompts")
+    parser.add_argument("--server", metavar="URL", type=nonblank, help="an OpenAI-compatible server "
+                        "(mlx_lm.server, vLLM, llama.cpp) instead of MLX here; --model then names its model")
+    parser.add_argument("--tokenizer", metavar="SPEC", type=nonblank,
+                        help="the server's model's tokenizer, for token-id prompts")
     parser.add_argument("--gguf-threads", metavar="N", help="llama.cpp's threads for GGUF files "
                         "(0 = automatic; default: [model] gguf_threads)")
     parser.add_argument("--fake-engine", action="store_true", help=argparse.SUPPRESS)
@@ -61,7 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tui.headless import main as run_main
 
         return run_main(argv)
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except UsageError as error:
+        return _usage_failed(error)
     if args.version:  # the engine's own report: the TUI may not look inside the engine
         from tui.headless import version
 
@@ -92,6 +99,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     tune_gc_for_streaming()
     app.run()
     return after_exit(app)
+
+
+def _usage_failed(error: UsageError) -> int:
+    """A bad command line: one line on stderr (control characters made visible, long values cut)."""
+    from engine.core.text import printable, shortened
+
+    print(shortened("logitscope: " + printable(" ".join(str(error).split()))), file=sys.stderr)
+    return 2
 
 
 def after_exit(app: "LogitscopeApp") -> int:

@@ -35,6 +35,7 @@ from engine.local.commands import (
 from engine.local.loaders import MlxLoader, ModelLoader
 from engine.local.options import EngineOptions
 from engine.core.text import clipped, error_line as one_line
+from engine.core.outside_logs import route_outside_logs
 from engine.local.watchdog import Watchdog, bound_template
 
 if TYPE_CHECKING:
@@ -155,6 +156,7 @@ class EngineWorker:
 
             speed = self._speed
             assert speed is not None  # set before the first command is read
+            route_outside_logs()  # what transformers says while loading is our one line
             loader = next(loader for loader in self._loaders if loader.accepts(command.spec))
             parts = loader.load(command, LoadContext(self._options, speed, first_load=not self._told_blas))
             self._watchdog = self._watchdog or Watchdog()

@@ -16,6 +16,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -29,6 +33,7 @@ DEFAULT_TIKTOKEN_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+_GLOB_MAGIC = re.compile(r"[*?\[]")  # what glob.glob reads as a pattern (glob.has_magic's set)
 _PROBE = "Hello, world! It's 2024: naïve café, 你好世界, こんにちは 🙂🚀\n\tdef f(x):  return x**2 \r\n"
 
 
@@ -67,9 +72,28 @@ def _load_weights(path: Path, name: str, trust_remote_code: bool) -> tuple[Any, 
     from mlx_lm.utils import load_model as mlx_load_model
 
     try:
-        return mlx_load_model(path, lazy=False, trust_remote_code=trust_remote_code)
+        with literal_folder(path) as folder:
+            return mlx_load_model(folder, lazy=False, trust_remote_code=trust_remote_code)
     except Exception as error:  # shape mismatches, missing tensors, bad quantization, ...
         raise ModelLoadError(f"cannot load {name}: {one_line(error)}") from error
+
+
+@contextmanager
+def literal_folder(path: Path) -> Iterator[Path]:
+    """`path`, or, while its name holds glob characters (``*?[``), a link to it whose name does not.
+
+    mlx-lm finds the weights with ``glob.glob(str(folder / "model*.safetensors"))``, which reads
+    a folder named ``run[ab]`` as a pattern too: such a folder had "No safetensors". mlx-lm
+    cannot be told to escape it, so it is given a plain name for the same folder: a symlink in
+    a private temporary folder, removed after the load.
+    """
+    if not _GLOB_MAGIC.search(str(path)):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="logitscope-model-") as scratch:
+        link = Path(scratch) / "model"
+        link.symlink_to(path.resolve(), target_is_directory=True)
+        yield link if not _GLOB_MAGIC.search(str(link)) else path
 
 
 def load_tokenizer(path: Path, name: str, config: dict[str, Any], *, trust_remote_code: bool) -> Any:

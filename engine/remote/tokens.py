@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.core.api import EngineError, Message
+from engine.core.outside_logs import route_outside_logs
 from engine.local.prompt import TextEncoder, render_prompt
 
 RENDER_DEADLINE_S = 5.0
@@ -102,6 +103,8 @@ def load_tokenizer(source: str) -> ServerTokenizer:
     """`source` (a folder or hub id) as a `ServerTokenizer`; raises EngineError with one line."""
     try:
         from transformers import AutoTokenizer
+
+        route_outside_logs()  # what transformers says while loading is our one line
     except ImportError:
         raise EngineError("transformers is not installed: no local tokenizer, so no token-id prompts.") from None
     where = str(Path(source).expanduser()) if Path(source).expanduser().is_dir() else source

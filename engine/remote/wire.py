@@ -143,11 +143,11 @@ def _text(entry: dict[str, Any]) -> str:
 
 def _token_id(entry: dict[str, Any], token: str) -> int | None:
     """The id from ``"id"`` (llama.cpp, mlx_lm.server) or a ``token_id:N`` token (vLLM)."""
-    value = entry.get("id")
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    value = count(entry.get("id"))
+    if value is not None:
         return value
-    if token.startswith("token_id:") and token[9:].isdigit():
-        return int(token[9:])
+    if token.startswith("token_id:") and token[9:].isdigit() and len(token) < 30:
+        return count(int(token[9:]))
     return None
 
 
@@ -181,18 +181,33 @@ def finish_reason(choice: dict[str, Any]) -> str | None:
     return "length" if reason == "length" else "stop"
 
 
+MOST_TOKENS = 2**31 - 1  # more than any context or vocabulary; what the library's int columns hold
+
+
+def count(value: Any, most: int = MOST_TOKENS) -> int | None:
+    """A number of tokens (or a token id) a server reported, or None when it is not one: JSON
+    booleans are ints to Python, and negative, fractional or absurd counts reached the stats,
+    `--json` and the library as they came."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        return None
+    return value
+
+
 def usage_counts(obj: dict[str, Any]) -> tuple[int, int] | None:
     """(prompt_tokens, cached_tokens) from a ``usage`` object (OpenAI's
     ``prompt_tokens_details.cached_tokens``) or llama.cpp's ``timings`` (``cache_n`` reused,
-    ``prompt_n`` computed), when the server sent one."""
+    ``prompt_n`` computed), when the server sent one; None when it sent none or impossible
+    counts (an impossible cached count is taken as nothing cached)."""
     usage = obj.get("usage")
     timings = obj.get("timings")
-    if isinstance(timings, dict) and all(isinstance(timings.get(k), int) for k in ("cache_n", "prompt_n")):
-        return timings["cache_n"] + timings["prompt_n"], max(0, timings["cache_n"])
-    if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
+    if isinstance(timings, dict) and ("cache_n" in timings or "prompt_n" in timings):
+        reused, computed = count(timings.get("cache_n")), count(timings.get("prompt_n"))
+        if reused is None or computed is None or count(reused + computed) is None:
+            return None
+        return reused + computed, reused
+    prompt = count(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
+    if prompt is None:
         return None
     details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if not isinstance(cached, int):
-        cached = 0
-    return usage["prompt_tokens"], max(0, min(cached, usage["prompt_tokens"]))
+    cached = count(details.get("cached_tokens") if isinstance(details, dict) else None) or 0
+    return prompt, min(cached, prompt)

@@ -14,6 +14,7 @@ import pytest
 
 from engine.core import strictjson
 from engine.core.api import Candidate, SamplingParams, TokenEvent
+from engine.core.chat import store
 from engine.scripted import ScriptedEngine
 from engine.core.chat.conversation import Conversation, Node, Version
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
@@ -162,7 +163,7 @@ def test_a_full_disk_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytes
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(strictjson, "dumps", full)
+    monkeypatch.setattr(store, "write_text", full)
     with pytest.raises(OSError):
         save_conversation(_long_chat(2), path)
     assert sorted(p.name for p in path.parent.iterdir()) == ["c.json"]

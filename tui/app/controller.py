@@ -27,7 +27,7 @@ from engine.core.api import (
     TurnFinished,
 )
 from tui.app import messages as msg
-from engine.core.chat.context import fit, leave_out
+from engine.core.chat.context import fit_turn, leave_out
 from engine.core.chat.conversation import ChangeListener, Conversation, Node, TurnStats, Version
 
 FLUSH_HZ = 25.0
@@ -263,11 +263,9 @@ class ChatController:
         return True
 
     async def _fit_and_answer(self, messages: tuple[Message, ...], commit: Callable[[], Node], text: str) -> None:
-        model = self.engine.model
         try:
-            limit = (model.context_limit if model.abilities.token_counting else 0) if model else 1
-            fitted = await fit(self._count, messages, limit, self.context_strategy, self.params.max_tokens,
-                               self._left_out)
+            fitted = await fit_turn(self.engine, messages, self.context_strategy, self.params.max_tokens,
+                                    thinking=self.thinking, dropped_before=self._left_out)
         except EngineError as exc:
             self._post(msg.SendRefused(text, str(exc)))
             return
@@ -286,9 +284,6 @@ class ChatController:
         events = self.engine.generate(request)  # asked first: see `_start`
         self._post(msg.GenerationStarted(node, fitted.dropped))
         await self._run(node, version, events)
-
-    async def _count(self, messages: Sequence[Message]) -> int:
-        return await self.engine.count_tokens(messages, thinking=self.thinking)
 
     @property
     def model_folder(self) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tui.bench.plan import Plan
+from tui.cli_parser import OneLineParser, UsageError
 from engine.cpu.blas import enable_fast_blas
 
 SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "memory",
@@ -44,7 +45,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="logitscope bench", description="Measure logitscope's speed, offline.")
+    p = OneLineParser(prog="logitscope bench", description="Measure logitscope's speed, offline.")
     p.add_argument("--model", metavar="SPEC", help="also benchmark this real model (folder or hub id)")
     p.add_argument("--rounds", type=int, default=0, metavar="N", help="alternating rounds per comparison")
     p.add_argument("--quick", action="store_true", help="a short smoke run (about 2 minutes)")
@@ -82,12 +83,14 @@ def _problem(args: argparse.Namespace, plan: Plan) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run, print; bad input is one line on stderr and exit status 2."""
     words = list(sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(words[1:] if words[:1] == ["bench"] else words)
+    try:
+        args = parser().parse_args(words[1:] if words[:1] == ["bench"] else words)
+    except UsageError as error:
+        return _refuse(str(error))
     plan = make_plan(args)
     problem = _problem(args, plan)
     if problem:
-        print(f"logitscope bench: {problem}", file=sys.stderr)
-        return 2
+        return _refuse(problem)
     blas = enable_fast_blas()  # before MLX loads, as the app does
     from tui.bench.run import run_all
 
@@ -99,6 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     print(report.to_json() if args.json else report.to_text())
     return 0
+
+
+def _refuse(problem: str) -> int:
+    """A bad command line: one line on stderr, exit status 2."""
+    print(f"logitscope bench: {problem}", file=sys.stderr)
+    return 2
 
 
 def _progress(line: str) -> None:

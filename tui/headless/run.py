@@ -20,7 +20,7 @@ import signal
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from engine.core import strictjson
 from engine.core.api import (
@@ -34,7 +34,9 @@ from engine.core.api import (
     SamplingParams,
     TurnFinished,
 )
+from engine.core.chat.context import fit_turn, left_out_note
 from engine.core.settings import Config, load_config, parse_gguf_threads, printable
+from tui.cli_parser import OneLineParser, UsageError, nonblank
 from tui.headless.output import Printer, progress_printer, say as _say
 from tui.headless.params import add_param_flags, params_from_args
 from tui.headless.previews import PreviewSpec, parse_preview, run_turn_with_previews
@@ -56,22 +58,10 @@ RUN_DESCRIPTION = (
 )
 
 
-class UsageError(Exception):
-    """A bad command line; the message is one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad command line in one line (not usage + error) by raising."""
-
-    def error(self, message: str) -> NoReturn:
-        """argparse would print usage and exit(2); `main` prints our one line instead."""
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """``logitscope run ...`` (``bench`` has its own parser in tui.bench)."""
-    parser = _Parser(prog="logitscope", description="Chat with a local model and see its token probabilities.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="{run,bench}")
+    parser = OneLineParser(prog="logitscope", description="Chat with a local model and see its token probabilities.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,bench}")
     run = commands.add_parser("run", help="run prompts headless and print the replies (or JSON lines)",
                               description=RUN_DESCRIPTION)
     run.add_argument("--model", help='a model folder, a Hugging Face repo id, a .gguf file (or owner/repo/file.gguf), '
@@ -90,9 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="a config file to use instead of ~/.config/logitscope/config.toml")
     run.add_argument("--no-config", action="store_true",
                      help="ignore your config file (and the settings the app saved there): built-in defaults")
-    run.add_argument("--server", help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, llama.cpp); "
-                     "--model then names its model")
-    run.add_argument("--tokenizer", help="the server's model's tokenizer (folder or repo id), for token-id prompts")
+    run.add_argument("--server", type=nonblank, help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, "
+                     "llama.cpp); --model then names its model")
+    run.add_argument("--tokenizer", type=nonblank,
+                     help="the server's model's tokenizer (folder or repo id), for token-id prompts")
     run.add_argument("--turn-timeout", type=float, metavar="S",
                      help="the longest a reply from a server may take in all (default: [engine] turn_timeout_s)")
     run.add_argument("--save", action="store_true", help="keep the conversation in the library and say its id")
@@ -102,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _threads(text: str) -> int:
-    """--gguf-threads, checked where the config key is (one line through `_Parser.error`)."""
+    """--gguf-threads, checked where the config key is (one line through `OneLineParser.error`)."""
     try:
         return parse_gguf_threads(text)
     except ValueError as error:
@@ -243,13 +234,21 @@ async def run_conversation(
             on_loaded()
         folder = info.path
         messages = first_messages(plan.system, chat, info.path)
+        dropped = 0
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
+            fitted = await fit_turn(engine, messages, plan.config.chat.context_strategy, plan.params.max_tokens,
+                                    dropped_before=dropped)
+            if fitted.refusal is not None:  # before the prompt enters the library: nothing to undo
+                raise ContextLimitError(fitted.refusal)
+            if fitted.dropped != dropped and fitted.dropped:
+                _say(err, f"note: {left_out_note(fitted.dropped)}")
+            dropped = fitted.dropped
             if chat is not None:  # the turn is kept from its start, the reply as it grows (`LinearChat`)
                 _warn_once(err, chat.user(prompt), said)
             printer.started(turn, prompt)
             in_turn = True
-            request = GenerateRequest(tuple(messages), with_seed(plan.params))
+            request = GenerateRequest(fitted.messages, with_seed(plan.params))
             if plan.preview is None:
                 done = await _run_turn(engine, request, turn, printer)
             else:

@@ -8,6 +8,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
 from engine.core import strictjson
 from engine.core.chat.conversation import Conversation
@@ -26,17 +27,25 @@ def last_conversation_path(save_dir: Path) -> Path:
 def save_conversation(conversation: Conversation, path: Path) -> None:
     """JSON via a uniquely named temporary file and `os.replace`: the old file or the new one,
     never half, and no temporary left behind when the disk is full. The target is only ever
-    renamed over, never opened, so a FIFO there cannot block quitting."""
+    renamed over, never opened, so a FIFO there cannot block quitting.
+
+    ``json.dumps`` then one write, not ``json.dump``: dump streams through json's pure-Python
+    encoder, which took seconds at quit for a 2,000-message chat; dumps uses the C one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = conversation_to_dict(conversation)
+    text = strictjson.dumps(conversation_to_dict(conversation), ensure_ascii=False)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json.tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(strictjson.dumps(data, ensure_ascii=False))
+            write_text(handle, text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text(handle: TextIO, text: str) -> None:
+    """The one write of a save: where a full disk makes it fail (and where tests fill the disk)."""
+    handle.write(text)
 
 
 def load_conversation(path: Path) -> Conversation:

@@ -203,7 +203,13 @@ class Library:
         return [Entry(*row) for row in rows]
 
     def resolve(self, reference: str) -> str:
-        """The id that `reference` names: the id itself, or a prefix of exactly one id."""
+        """The id that `reference` names: the id itself, or a prefix of exactly one id.
+
+        A blank reference names nothing: as a prefix, '' would match every id, so the only chat
+        of a library was continued or exported for ``--continue ''``. Every command that takes
+        an id comes through here, so this is the one place that refuses it."""
+        if not reference.strip():
+            raise LibraryError("a chat id must not be empty ('logitscope list' shows the ids)")
         with self._read("find") as conn:
             rows = conn.execute("SELECT id FROM conversations WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
                                 (reference, reference.replace("%", "\\%").replace("_", "\\_") + "%")).fetchall()

@@ -22,6 +22,7 @@ from textual.widgets.option_list import Option
 
 from engine.core.library import Entry, Library, LibraryError
 from tui.app.bindings import bindings_for
+from engine.core.text import title_line
 from tui.app.safe_text import literal, printable
 from tui.app.screens.dialogs import Dialog, ValueDialog
 from tui.app.widgets.plain_input import PlainInput
@@ -32,7 +33,7 @@ LIST_LIMIT = 100  # rows shown (20 fit on the screen); typing narrows the rest, 
 
 def entry_row(entry: Entry, now: float) -> Text:
     """Title, then model, date and length, dim: one row of the list."""
-    row = Text(printable(entry.title), style="bold")
+    row = Text(printable(title_line(entry.title)), style="bold")
     model = Path(entry.model_spec or entry.model_folder or "").name or (entry.model_spec or "")
     when = time.strftime("%H:%M" if now - entry.updated < 86_400 else "%Y-%m-%d", time.localtime(entry.updated))
     details = [printable(model), when, f"{entry.messages} messages"]

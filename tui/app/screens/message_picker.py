@@ -10,6 +10,7 @@ from textual.widgets.option_list import Option
 
 from engine.core.chat.conversation import Node
 from tui.app.bindings import bindings_for
+from engine.core.text import shortened
 from tui.app.safe_text import literal, printable
 from tui.app.screens.dialogs import Dialog
 
@@ -19,7 +20,7 @@ PREVIEW = 60  # characters of each message shown in its row
 def row_text(number: int, node: Node) -> str:
     """"3  you: the first line of the message…" (untrusted text: made printable)."""
     text = node.version.reply_text().strip().replace("\n", " ")
-    short = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    short = shortened(text, PREVIEW, say_cut=False)
     who = "you" if node.role == "user" else node.role
     return printable(f"{number:>3}  {who}: {short}")
 

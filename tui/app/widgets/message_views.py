@@ -141,6 +141,11 @@ class AssistantView(Vertical):
     def tokens(self) -> list[TokenEvent]:
         return self.node.version.tokens or []
 
+    @property
+    def ready(self) -> bool:
+        """Whether the view is mounted and has its children (a cursor can be shown in it)."""
+        return self._ready
+
     def rebuild(self) -> None:
         """Start over when the node shows another version; else only catch up with new tokens.
 
