@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import mlx.core as mx
 import numpy as np
 
 from engine.core.api import EngineError, ModelLoadError
 from engine.gguf.sidethread import SideThread
+from engine.gguf.vocab import LlamaVocab, ftype_name
 
 GGML_TYPE_F32 = 0
 FLASH_ATTN_DISABLED = 0  # llama_flash_attn_type
-_ALL_F32 = 0  # general.file_type of a file whose matrices are all float32
+_ALL_F32 = 0  # llama_ftype of a file whose matrices are all float32
 
 
 @dataclass(frozen=True)
@@ -67,27 +70,44 @@ class LlamaCache:
 class LlamaModel:
     """One GGUF model and its llama.cpp context, called like an mlx-lm model."""
 
-    def __init__(self, path: Path, n_ctx: int, threads: int, batch: int = 512) -> None:
-        """Load `path` with a context of `n_ctx` positions. Raises ModelLoadError (one line)."""
+    def __init__(self, path: Path, n_ctx: int, threads: int, batch: int = 512,
+                 progress: Callable[[float], None] = lambda _: None) -> None:
+        """Load `path` with a context of `n_ctx` positions (0: none yet, see `open_context`),
+        `progress` told the share of the weights read so far. Raises ModelLoadError (one line:
+        llama.cpp's own reason when it refuses the file)."""
         import llama_cpp
 
         self._lib = llama_cpp
-        quiet_logs(llama_cpp)
+        logs = quiet_logs(llama_cpp)
         llama_cpp.llama_backend_init()
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = 0
+        callback = llama_cpp.llama_progress_callback(lambda fraction, _user: _told(progress, fraction))
+        params.progress_callback = callback  # kept alive by `callback` until the load returns
+        logs.clear()
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not self._model:
-            raise ModelLoadError(f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
+            reason = logs.reason()
+            raise ModelLoadError(f"llama.cpp could not load {path.name}: {reason}" if reason else
+                                 f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
         self.context_train = int(llama_cpp.llama_model_n_ctx_train(self._model))
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-        self.args = Args(int(llama_cpp.llama_vocab_n_tokens(self._vocab)))
-        self.n_ctx, self.batch, self.threads = n_ctx, batch, threads
-        self._ctx = self._new_context(all_f32=_file_type(llama_cpp, self._model) == _ALL_F32)
+        self.vocab = LlamaVocab(llama_cpp, self._model, listed_eog=logs.eog)
+        self._vocab = self.vocab.pointer
+        self.args = Args(self.vocab.size)
+        self.batch, self.threads = batch, threads
+        self.n_ctx, self._ctx = 0, None
+        if n_ctx > 0:
+            self.open_context(n_ctx)
         self.cache_layer: LlamaCache | None = None
         # the GGUF decoder's statistics run here while llama.cpp decodes (`engine.gguf.decoder`)
         self.stats_thread = SideThread("logitscope-stats")
         self._view: tuple[int, np.ndarray] | None = None  # (address, numpy view) of the logits buffer
+
+    def open_context(self, n_ctx: int) -> None:
+        """Make the context of `n_ctx` positions (`n_ctx` 0 at construction leaves it to the
+        caller, who may need the model's own length first: `context_train`)."""
+        self.n_ctx = n_ctx
+        self._ctx = self._new_context(all_f32=int(self._lib.llama_model_ftype(self._model)) == _ALL_F32)
 
     def _new_context(self, all_f32: bool) -> Any:
         """A context of `n_ctx` positions. An all-float32 file keeps float32 keys and values and
@@ -166,18 +186,11 @@ class LlamaModel:
 
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenization of `text` (special tokens parsed, none added)."""
-        raw = text.encode("utf-8")
-        room = len(raw) + 8
-        out = (self._lib.llama_token * room)()
-        count = self._lib.llama_tokenize(self._vocab, raw, len(raw), out, room, False, True)
-        return list(out[:count])
+        return self.vocab.tokenize(text)
 
     def file_type_name(self) -> str:
-        """The file's weight type as llama.cpp names it (e.g. "Q4_0", "F16"), else "model"."""
-        buffer = ctypes.create_string_buffer(128)
-        size = self._lib.llama_model_desc(self._model, buffer, len(buffer))
-        words = buffer.value.decode("utf-8", "replace").split() if size > 0 else []
-        return words[-1] if words else "model"
+        """The file's quantization as llama.cpp's quantize tool names it (e.g. "Q4_K_M", "F16")."""
+        return ftype_name(int(self._lib.llama_model_ftype(self._model)))
 
     def parameters(self) -> int:
         """How many weights the file holds."""
@@ -194,21 +207,72 @@ class LlamaModel:
             self._model = None
 
 
-def _file_type(lib: Any, model: Any) -> int | None:
-    """The model's ``general.file_type`` metadata, if it has one."""
-    buffer = ctypes.create_string_buffer(32)
-    size = lib.llama_model_meta_val_str(model, b"general.file_type", buffer, len(buffer))
-    return int(buffer.value) if size > 0 and buffer.value.isdigit() else None
+def _told(progress: Callable[[float], None], fraction: float) -> bool:
+    """llama.cpp's progress callback: pass the fraction on; True lets the load go on (a failing
+    listener must not abort the load, nor raise into C)."""
+    try:
+        progress(float(fraction))
+    except Exception:  # noqa: BLE001 - the load matters more than one progress line
+        pass
+    return True
 
 
-def quiet_logs(lib: Any) -> None:
-    """Keep llama.cpp's loader chatter off the terminal (the TUI owns it): errors go nowhere
-    either, since each failure comes back as a status that becomes one line of ours."""
-    lib.llama_log_set(_silent_callback(lib), ctypes.c_void_p())
+class LogTail:
+    """llama.cpp's log, kept off the terminal (the TUI owns it) but read for two things while a
+    model loads: its last error lines, so a model llama.cpp refuses (an unknown pre-tokenizer, a
+    damaged tensor) is reported in llama.cpp's own words, as one line; and the end-of-generation
+    tokens it lists (``EOG token = 106 '<end_of_turn>'``), which spares asking llama.cpp about
+    every id of the vocabulary (`engine.gguf.vocab.LlamaVocab.eog_ids` checks them)."""
+
+    def __init__(self) -> None:
+        self._errors: deque[str] = deque(maxlen=16)
+        self.eog: list[int] = []
+        self._partial = ""
+        self._level = 0
+
+    def clear(self) -> None:
+        self._errors.clear()
+        self.eog = []
+        self._partial = ""
+
+    def add(self, level: int, text: bytes | None) -> None:
+        """One log call (a continuation keeps the level of the line it continues)."""
+        if level != _LOG_CONT:
+            self._level = level
+        if self._level not in (_LOG_ERROR, _LOG_INFO):
+            return
+        self._partial += (text or b"").decode("utf-8", "replace")
+        *lines, self._partial = self._partial.split("\n")
+        for line in lines:
+            if self._level == _LOG_ERROR and line.strip():
+                self._errors.append(line.strip())
+            elif (found := _EOG_LINE.search(line)) is not None:
+                self.eog.append(int(found.group(1)))
+
+    def reason(self) -> str:
+        """llama.cpp's reason for the last failure: the text after "error loading model:" (its
+        loader's wording), else the last error line; control characters dropped, clipped."""
+        lines = [*self._errors, self._partial.strip() if self._level == _LOG_ERROR else ""]
+        found = next((line.rsplit("error loading model:", 1)[1] for line in reversed(lines)
+                      if "error loading model:" in line), None)
+        text = found if found is not None else next((line for line in reversed(lines) if line), "")
+        return " ".join("".join(c for c in text if c.isprintable()).split())[:200]
+
+
+_EOG_LINE = re.compile(r"EOG token\s*=\s*(\d+)\b")
+_LOG_INFO, _LOG_ERROR, _LOG_CONT = 2, 4, 5  # ggml_log_level
+
+
+def quiet_logs(lib: Any) -> LogTail:
+    """Route llama.cpp's log into this process's `LogTail` (nothing reaches the terminal)."""
+    tail, callback = _log_sink(lib)
+    lib.llama_log_set(callback, ctypes.c_void_p())
+    return tail
 
 
 @functools.cache
-def _silent_callback(lib: Any) -> Any:
-    """One log callback for the process that drops everything (cached: llama.cpp keeps calling
-    it after this returns, so it must never be freed)."""
-    return lib.llama_log_callback(lambda level, text, user_data: None)
+def _log_sink(lib: Any) -> tuple[LogTail, Any]:
+    """One log callback for the process (cached: llama.cpp keeps calling it after this returns,
+    so it must never be freed), and the tail it writes to."""
+    tail = LogTail()
+    return tail, lib.llama_log_callback(lambda level, text, user_data: tail.add(int(level), text))
