@@ -218,3 +218,26 @@ def test_every_end_of_generation_token_stops_a_reply(loaded: Any) -> None:
     ends = {tokenizer.convert_ids_to_tokens(t) for t in tokenizer.eos_token_ids}
     assert ends >= ({"<|im_end|>", "<|endoftext|>"} if tokenizer.has_chat_template else {"<eos>", "<end_of_turn>"})
     assert all(loaded.model.vocab.is_eog(t) for t in tokenizer.eos_token_ids)
+
+
+async def test_a_model_without_a_template_runs_as_plain_text(gemma3_gguf: Path) -> None:
+    """gemma-3-270m has no chat template: its chat is plain text, a reply continuing the message it
+    answers and the next message after a blank line (`engine.local.prompt.PLAIN_SEPARATOR`)."""
+    from engine.gguf.load import load_gguf
+
+    engine = await _engine(gemma3_gguf)
+    try:
+        assert not engine.model.has_chat_template
+        first = (Message("user", "The capital of France is"),)
+        _, one = await run(engine, first, SamplingParams(temperature=0.0, max_tokens=3))
+        _, two = await run(engine, (*first, reply(one), Message("user", "And the capital of Italy is")),
+                           SamplingParams(temperature=0.0, max_tokens=3))
+    finally:
+        await engine.close()
+    loaded = load_gguf(str(gemma3_gguf), 256, 1)
+    try:
+        text = loaded.tokenizer.decode(two.prompt_ids)
+    finally:
+        loaded.model.close()
+    assert text == f"The capital of France is{one.text}\n\nAnd the capital of Italy is"
+    assert two.reused_tokens >= len(one.prompt_ids) + len(one.token_ids) - 1
