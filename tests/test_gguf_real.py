@@ -169,6 +169,7 @@ async def test_logprobs_are_llama_cpps_logits(real: Path) -> None:
 async def test_the_instruct_model_answers_a_simple_question(smollm2_gguf: Path) -> None:
     engine = await _engine(smollm2_gguf)
     try:
+        assert engine.model.dtype == "gguf Q4_1"
         _, done = await run(engine, (Message("user", TURNS[0]),), SamplingParams(temperature=0.0, max_tokens=40))
     finally:
         await engine.close()
@@ -228,6 +229,7 @@ async def test_a_model_without_a_template_runs_as_plain_text(gemma3_gguf: Path) 
     engine = await _engine(gemma3_gguf)
     try:
         assert not engine.model.has_chat_template
+        assert engine.model.dtype == "gguf Q4_K_M"  # as llama.cpp's quantize names it, not "Q4_K - Medium"
         first = (Message("user", "The capital of France is"),)
         _, one = await run(engine, first, SamplingParams(temperature=0.0, max_tokens=3))
         _, two = await run(engine, (*first, reply(one), Message("user", "And the capital of Italy is")),

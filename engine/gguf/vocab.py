@@ -15,26 +15,17 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-ATTR_CONTROL = 1 << 3  # llama_token_attr
-ATTR_USER_DEFINED = 1 << 4
-ATTR_UNKNOWN = 1 << 0
-GUESSED = 1024  # llama_ftype: "not specified in the model file", or-ed onto the guess
+from engine.models.ggufs import FILE_TYPES
 
-# llama_ftype values named as llama.cpp's quantize tool names them (include/llama.h, LLAMA_FTYPE_*):
-# "Q4_K_M", not llama_model_desc's "Q4_K - Medium".
-FTYPE_NAMES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
-    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
-    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
-    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
-    36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE", 39: "NVFP4", 40: "Q1_0", 41: "Q2_0",
-}
+ATTR_CONTROL = 1 << 3  # llama_token_attr
+GUESSED = 1024  # llama_ftype: "not specified in the model file", or-ed onto the guess
 
 
 def ftype_name(ftype: int) -> str:
-    """The quantization's short name (e.g. "Q4_K_M"); "?" appended when llama.cpp guessed it."""
+    """The quantization (a llama_ftype) as llama.cpp's quantize tool and the model picker name it
+    ("Q4_K_M", not llama_model_desc's "Q4_K - Medium"); "?" appended when llama.cpp guessed it."""
     guessed = bool(ftype & GUESSED)
-    name = FTYPE_NAMES.get(ftype & ~GUESSED, f"type {ftype & ~GUESSED}")
+    name = FILE_TYPES.get(ftype & ~GUESSED, f"type {ftype & ~GUESSED}")
     return f"{name}?" if guessed else name
 
 
