@@ -207,6 +207,22 @@ async def test_a_vocabulary_llama_cpp_refuses_gets_its_reason_in_one_line(
         await engine.close()
 
 
+@needs_llama
+def test_loading_reports_llama_cpps_progress(pair: tuple[Path, Path]) -> None:
+    """The share of the weights llama.cpp has read, rising to 1, then the vocabulary: the status
+    bar's loading line (a 262k-vocabulary file took seconds with nothing shown)."""
+    from engine.core.api import LoadProgress
+    from engine.gguf.load import load_gguf
+
+    seen: list[LoadProgress] = []
+    loaded = load_gguf(str(pair[1]), 0, 1, seen.append)
+    loaded.model.close()
+    fractions = [p.fraction for p in seen if p.fraction is not None]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and len(fractions) >= 2
+    assert all(p.message.startswith(f"loading {pair[1].name} with llama.cpp") for p in seen)
+    assert seen[-1].message.endswith("vocabulary")
+
+
 def test_missing_extra_says_how_to_install(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.gguf.load import INSTALL_HINT, load_gguf
 
