@@ -9,7 +9,8 @@ splits it, whatever the vocabulary (every pre-tokenizer llama.cpp knows, Sentenc
 - a reply stops at every end-of-generation token llama.cpp knows (``llama_vocab_is_eog``), not
   only at the ids the file's metadata names;
 - a reply's text is its tokens' pieces joined, control tokens left out (llama.cpp's streaming
-  text): its leading space stays (" the", as the model wrote it);
+  text, ``llama_token_to_piece``): its leading space stays (" the", as the model wrote it), where
+  ``llama_detokenize`` of the whole reply would strip a SentencePiece reply's first space;
 - a prompt starts with BOS when llama.cpp would add one (``add_bos``) and the template did not
   write it already: never two.
 

@@ -68,19 +68,6 @@ class LlamaVocab:
             size = self._lib.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, special)
         return self._piece.raw[:max(size, 0)]
 
-    def detokenize(self, ids: list[int], special: bool = False) -> bytes:
-        """llama.cpp's text for `ids` as bytes (its SentencePiece leading-space rule included)."""
-        if not ids:
-            return b""
-        array = (self._lib.llama_token * len(ids))(*ids)
-        room = 8 * len(ids) + 64
-        while True:
-            buffer = ctypes.create_string_buffer(room)
-            count = self._lib.llama_detokenize(self._vocab, array, len(ids), buffer, room, False, special)
-            if count >= 0:
-                return buffer.raw[:count]
-            room = -count
-
     def attr(self, token: int) -> int:
         """llama_token_attr bits of `token`."""
         return int(self._lib.llama_vocab_get_attr(self._vocab, token))
