@@ -26,7 +26,8 @@ from engine.core.api import Message, SamplingParams
 from engine.local.session import PREFILL_CHUNK
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                                   reason='needs the [gguf] extra (pip install "logitscope[gguf]")')]
+                                                   reason='needs the [gguf] extra (pip install "logitscope[gguf]")'),
+              pytest.mark.timeout(900)]  # the first test fetches the files (~350 MB) inside its fixture
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16, candidates=5)
 TURNS = ("Which city is the capital of France?", "And what about Italy?", "Name one famous food from there.")
 
