@@ -209,8 +209,8 @@ async def test_a_vocabulary_llama_cpp_refuses_gets_its_reason_in_one_line(
 
 @needs_llama
 def test_loading_reports_llama_cpps_progress(pair: tuple[Path, Path]) -> None:
-    """The share of the weights llama.cpp has read, rising to 1, then the vocabulary: the status
-    bar's loading line (a 262k-vocabulary file took seconds with nothing shown)."""
+    """Each stage of llama.cpp's load (most of a 262k vocabulary's seconds pass before any weight),
+    then the share of the weights read, rising to 1: the status bar's loading line."""
     from engine.core.api import LoadProgress
     from engine.gguf.load import load_gguf
 
@@ -219,8 +219,10 @@ def test_loading_reports_llama_cpps_progress(pair: tuple[Path, Path]) -> None:
     loaded.model.close()
     fractions = [p.fraction for p in seen if p.fraction is not None]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and len(fractions) >= 2
-    assert all(p.message.startswith(f"loading {pair[1].name} with llama.cpp") for p in seen)
-    assert seen[-1].message.endswith("vocabulary")
+    assert all(p.message.startswith(f"loading {pair[1].name} with llama.cpp: ") for p in seen)
+    stages = list(dict.fromkeys(p.message.split(": ", 1)[1] for p in seen))
+    assert stages[:3] == ["header", f"vocabulary ({loaded.model.args.vocab_size:,} tokens)", "weights"]
+    assert stages[-1].startswith("a context of")
 
 
 def test_missing_extra_says_how_to_install(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,7 +75,7 @@ def check_file(spec: str) -> Path:
 def load_gguf(spec: str, max_context: int, threads: int,
               report: Callable[[LoadProgress], None] = lambda _: None) -> LoadedGguf:
     """Find (`resolve_gguf`), check, then load `spec` with `threads` llama.cpp threads, reporting
-    the share of the weights read. Raises ModelLoadError."""
+    each stage of llama.cpp's load and the share of the weights read. Raises ModelLoadError."""
     path = check_file(resolve_gguf(spec, report))
     try:
         import llama_cpp  # noqa: F401 - comes with the extra
@@ -92,13 +92,16 @@ def load_gguf(spec: str, max_context: int, threads: int,
             shown[0] = percent
             report(LoadProgress(f"loading {path.name} with llama.cpp: weights", percent / 100))
 
-    model = LlamaModel(path, 0, threads, progress=progress)
+    def phase(stage: str) -> None:
+        report(LoadProgress(f"loading {path.name} with llama.cpp: {stage}"))
+
+    model = LlamaModel(path, 0, threads, progress=progress, phase=phase)
     try:
-        report(LoadProgress(f"loading {path.name} with llama.cpp: vocabulary"))
         tokenizer = GgufTokenizer(model.vocab, model.vocab.chat_template())
         stated = model.context_train if model.context_train > 0 else None
         context = min(stated or max_context, max_context) if max_context > 0 else min(stated or DEFAULT_CONTEXT,
                                                                                        DEFAULT_CONTEXT)
+        phase(f"a context of {context:,} positions")
         model.open_context(context)
     except BaseException:
         model.close()

@@ -71,9 +71,11 @@ class LlamaModel:
     """One GGUF model and its llama.cpp context, called like an mlx-lm model."""
 
     def __init__(self, path: Path, n_ctx: int, threads: int, batch: int = 512,
-                 progress: Callable[[float], None] = lambda _: None) -> None:
+                 progress: Callable[[float], None] = lambda _: None,
+                 phase: Callable[[str], None] = lambda _: None) -> None:
         """Load `path` with a context of `n_ctx` positions (0: none yet, see `open_context`),
-        `progress` told the share of the weights read so far. Raises ModelLoadError (one line:
+        `progress` told the share of the weights read so far and `phase` each stage before them
+        (`LogTail`: most of a big vocabulary's load happens before any weight). Raises ModelLoadError (one line:
         llama.cpp's own reason when it refuses the file)."""
         import llama_cpp
 
@@ -84,14 +86,16 @@ class LlamaModel:
         params.n_gpu_layers = 0
         callback = llama_cpp.llama_progress_callback(lambda fraction, _user: _told(progress, fraction))
         params.progress_callback = callback  # kept alive by `callback` until the load returns
-        logs.clear()
+        logs.clear(phase)
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not self._model:
             reason = logs.reason()
+            logs.clear()
             raise ModelLoadError(f"llama.cpp could not load {path.name}: {reason}" if reason else
                                  f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
         self.context_train = int(llama_cpp.llama_model_n_ctx_train(self._model))
         self.vocab = LlamaVocab(llama_cpp, self._model, listed_eog=logs.eog)
+        logs.clear()  # the stages are over: nothing is told after the load
         self._vocab = self.vocab.pointer
         self.args = Args(self.vocab.size)
         self.batch, self.threads = batch, threads
@@ -229,11 +233,16 @@ class LogTail:
         self.eog: list[int] = []
         self._partial = ""
         self._level = 0
+        self._phase: Callable[[str], None] = lambda _: None
+        self._stage = -1  # the last of `_STAGES` told
+        self._vocab_size = 0  # read from the header's lines, for the vocabulary stage
 
-    def clear(self) -> None:
+    def clear(self, phase: Callable[[str], None] = lambda _: None) -> None:
+        """Forget the last load; `phase` is told each stage of the next one (once, in order)."""
         self._errors.clear()
         self.eog = []
         self._partial = ""
+        self._phase, self._stage, self._vocab_size = phase, -1, 0
 
     def add(self, level: int, text: bytes | None) -> None:
         """One log call (a continuation keeps the level of the line it continues)."""
@@ -248,6 +257,23 @@ class LogTail:
                 self._errors.append(line.strip())
             elif (found := _EOG_LINE.search(line)) is not None:
                 self.eog.append(int(found.group(1)))
+            else:
+                self._tell_stage(line)
+
+    def _tell_stage(self, line: str) -> None:
+        """A line that opens a later stage of the load (by llama.cpp's function prefix) is told
+        once; a vocabulary's size is read on the way. Wording llama.cpp changes only goes untold."""
+        if (size := _VOCAB_LINE.search(line)) is not None:
+            self._vocab_size = int(size.group(1))
+        for index, (prefix, stage) in enumerate(_STAGES):
+            if index > self._stage and line.startswith(prefix):
+                self._stage = index
+                count = self._vocab_size
+                text = f"{stage} ({count:,} tokens)" if stage == "vocabulary" and count else stage
+                try:
+                    self._phase(text)
+                except Exception:  # noqa: BLE001 - never raise into llama.cpp's log call
+                    pass
 
     def reason(self) -> str:
         """llama.cpp's reason for the last failure: the text after "error loading model:" (its
@@ -260,6 +286,11 @@ class LogTail:
 
 
 _EOG_LINE = re.compile(r"EOG token\s*=\s*(\d+)\b")
+_VOCAB_LINE = re.compile(r"tokenizer\.ggml\.tokens\s+arr\[str,(\d+)\]")
+# llama.cpp's load, by the function that logs each stage (at INFO): the header, then print_info and
+# the vocabulary (most of a 262k-token file's load: gemma-3-270m, 2.7 of 3.7 s), then the weights
+# (told as a share by the progress callback)
+_STAGES = (("llama_model_loader:", "header"), ("print_info:", "vocabulary"), ("load_tensors:", "weights"))
 _LOG_INFO, _LOG_ERROR, _LOG_CONT = 2, 4, 5  # ggml_log_level
 
 
