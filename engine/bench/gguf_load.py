@@ -142,7 +142,7 @@ def _context_of_ours(path: str) -> int:
     import llama_cpp
 
     from engine.gguf.load import DEFAULT_CONTEXT
-    from engine.gguf.model import quiet_logs
+    from engine.gguf.logs import quiet_logs
 
     quiet_logs(llama_cpp)
     params = llama_cpp.llama_model_default_params()
