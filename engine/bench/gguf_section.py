@@ -39,7 +39,7 @@ def gguf_files(shape_name: str, scratch: Path) -> dict[str, Path]:
     from engine.bench.folders import write_model_folder
     from engine.bench.shapes import build_model, shape_named
     from engine.gguf.convert import convert_folder
-    from engine.gguf.model import quiet_logs
+    from engine.gguf.logs import quiet_logs
 
     quiet_logs(llama_cpp)
     shape = replace(shape_named(shape_name).with_bits(None), dtype="float32")

@@ -13,20 +13,21 @@ Every call here runs on the engine thread (``engine.local.worker``), like every 
 from __future__ import annotations
 
 import ctypes
-import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import mlx.core as mx
 import numpy as np
 
 from engine.core.api import EngineError, ModelLoadError
+from engine.gguf.logs import quiet_logs
 from engine.gguf.sidethread import SideThread
+from engine.gguf.vocab import LlamaVocab, ftype_name
 
 GGML_TYPE_F32 = 0
 FLASH_ATTN_DISABLED = 0  # llama_flash_attn_type
-_ALL_F32 = 0  # general.file_type of a file whose matrices are all float32
+_ALL_F32 = 0  # llama_ftype of a file whose matrices are all float32
 
 
 @dataclass(frozen=True)
@@ -67,27 +68,48 @@ class LlamaCache:
 class LlamaModel:
     """One GGUF model and its llama.cpp context, called like an mlx-lm model."""
 
-    def __init__(self, path: Path, n_ctx: int, threads: int, batch: int = 512) -> None:
-        """Load `path` with a context of `n_ctx` positions. Raises ModelLoadError (one line)."""
+    def __init__(self, path: Path, n_ctx: int, threads: int, batch: int = 512,
+                 progress: Callable[[float], None] = lambda _: None,
+                 phase: Callable[[str], None] = lambda _: None) -> None:
+        """Load `path` with a context of `n_ctx` positions (0: none yet, see `open_context`),
+        `progress` told the share of the weights read so far and `phase` each stage before them
+        (`LogTail`: most of a big vocabulary's load happens before any weight). Raises ModelLoadError (one line:
+        llama.cpp's own reason when it refuses the file)."""
         import llama_cpp
 
         self._lib = llama_cpp
-        quiet_logs(llama_cpp)
+        logs = quiet_logs(llama_cpp)
         llama_cpp.llama_backend_init()
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = 0
+        callback = llama_cpp.llama_progress_callback(lambda fraction, _user: _told(progress, fraction))
+        params.progress_callback = callback  # kept alive by `callback` until the load returns
+        logs.clear(phase)
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not self._model:
-            raise ModelLoadError(f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
+            reason = logs.reason()
+            logs.clear()
+            raise ModelLoadError(f"llama.cpp could not load {path.name}: {reason}" if reason else
+                                 f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
         self.context_train = int(llama_cpp.llama_model_n_ctx_train(self._model))
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-        self.args = Args(int(llama_cpp.llama_vocab_n_tokens(self._vocab)))
-        self.n_ctx, self.batch, self.threads = n_ctx, batch, threads
-        self._ctx = self._new_context(all_f32=_file_type(llama_cpp, self._model) == _ALL_F32)
+        self.vocab = LlamaVocab(llama_cpp, self._model, listed_eog=logs.eog)
+        logs.clear()  # the stages are over: nothing is told after the load
+        self._vocab = self.vocab.pointer
+        self.args = Args(self.vocab.size)
+        self.batch, self.threads = batch, threads
+        self.n_ctx, self._ctx = 0, None
+        if n_ctx > 0:
+            self.open_context(n_ctx)
         self.cache_layer: LlamaCache | None = None
         # the GGUF decoder's statistics run here while llama.cpp decodes (`engine.gguf.decoder`)
         self.stats_thread = SideThread("logitscope-stats")
         self._view: tuple[int, np.ndarray] | None = None  # (address, numpy view) of the logits buffer
+
+    def open_context(self, n_ctx: int) -> None:
+        """Make the context of `n_ctx` positions (`n_ctx` 0 at construction leaves it to the
+        caller, who may need the model's own length first: `context_train`)."""
+        self.n_ctx = n_ctx
+        self._ctx = self._new_context(all_f32=int(self._lib.llama_model_ftype(self._model)) == _ALL_F32)
 
     def _new_context(self, all_f32: bool) -> Any:
         """A context of `n_ctx` positions. An all-float32 file keeps float32 keys and values and
@@ -166,18 +188,11 @@ class LlamaModel:
 
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenization of `text` (special tokens parsed, none added)."""
-        raw = text.encode("utf-8")
-        room = len(raw) + 8
-        out = (self._lib.llama_token * room)()
-        count = self._lib.llama_tokenize(self._vocab, raw, len(raw), out, room, False, True)
-        return list(out[:count])
+        return self.vocab.tokenize(text)
 
     def file_type_name(self) -> str:
-        """The file's weight type as llama.cpp names it (e.g. "Q4_0", "F16"), else "model"."""
-        buffer = ctypes.create_string_buffer(128)
-        size = self._lib.llama_model_desc(self._model, buffer, len(buffer))
-        words = buffer.value.decode("utf-8", "replace").split() if size > 0 else []
-        return words[-1] if words else "model"
+        """The file's quantization as llama.cpp's quantize tool names it (e.g. "Q4_K_M", "F16")."""
+        return ftype_name(int(self._lib.llama_model_ftype(self._model)))
 
     def parameters(self) -> int:
         """How many weights the file holds."""
@@ -194,21 +209,11 @@ class LlamaModel:
             self._model = None
 
 
-def _file_type(lib: Any, model: Any) -> int | None:
-    """The model's ``general.file_type`` metadata, if it has one."""
-    buffer = ctypes.create_string_buffer(32)
-    size = lib.llama_model_meta_val_str(model, b"general.file_type", buffer, len(buffer))
-    return int(buffer.value) if size > 0 and buffer.value.isdigit() else None
-
-
-def quiet_logs(lib: Any) -> None:
-    """Keep llama.cpp's loader chatter off the terminal (the TUI owns it): errors go nowhere
-    either, since each failure comes back as a status that becomes one line of ours."""
-    lib.llama_log_set(_silent_callback(lib), ctypes.c_void_p())
-
-
-@functools.cache
-def _silent_callback(lib: Any) -> Any:
-    """One log callback for the process that drops everything (cached: llama.cpp keeps calling
-    it after this returns, so it must never be freed)."""
-    return lib.llama_log_callback(lambda level, text, user_data: None)
+def _told(progress: Callable[[float], None], fraction: float) -> bool:
+    """llama.cpp's progress callback: pass the fraction on; True lets the load go on (a failing
+    listener must not abort the load, nor raise into C)."""
+    try:
+        progress(float(fraction))
+    except Exception:  # noqa: BLE001 - the load matters more than one progress line
+        pass
+    return True

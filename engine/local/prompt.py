@@ -354,12 +354,21 @@ def _splice(encode: TextEncoder, text: str, spliced: dict[str, list[int]]) -> li
     return ids
 
 
+PLAIN_SEPARATOR = "\n\n"  # between a model without a chat template's turns (README, "GGUF files")
+
+
 def _render_plain(tokenizer: Any, messages: Sequence[Message], encode: TextEncoder) -> list[int]:
-    """A model without a chat template continues plain text: bos, then every message's ids."""
+    """A model without a chat template continues plain text: bos, the first message, then each
+    message after it. A reply continues the text it answers directly (that is what such a model
+    does); any other message starts after `PLAIN_SEPARATOR`, so a new question is never glued
+    to the end of the last reply ("...the capital of France isAnd Italy?")."""
     bos = getattr(tokenizer, "bos_token_id", None)
     ids: list[int] = [bos] if bos is not None else []
     first = messages[0]
     ids.extend(encode(first.text) if first.token_ids is None else first.token_ids)
     for message in messages[1:]:
-        ids.extend(message_ids(encode, message))
+        if message.role == "assistant":
+            ids.extend(message_ids(encode, message))
+        else:
+            ids.extend(encode.continued(PLAIN_SEPARATOR + message.text))
     return ids

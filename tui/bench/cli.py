@@ -18,8 +18,8 @@ from tui.bench.plan import Plan
 from tui.cli_parser import OneLineParser, UsageError
 from engine.cpu.blas import enable_fast_blas
 
-SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "memory",
-            "library")
+SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "gguf-load",
+            "memory", "library")
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -41,6 +41,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         process_budget_s=5.0 if quick else 10.0,
         sections=tuple(args.sections.split(",")) if args.sections else SECTIONS,
         weights_dtype=args.weights_dtype,
+        gguf_file=args.gguf or "",
     )
 
 
@@ -54,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--weights-dtype", choices=("bfloat16", "float32"), default="bfloat16",
                    help="dtype the built-in models are saved in (hub models ship bfloat16)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--gguf", metavar="FILE", help="the real GGUF file the gguf-load section loads (ours vs llama.cpp)")
     p.add_argument("--shapes", metavar="LIST",
                    help="built-in random-weight models to use, e.g. 2m,30m,30m-4bit,qwen0.5b (4-bit), "
                         "qwen0.5b-bf16 (all sections, the BLAS one included)")

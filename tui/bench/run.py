@@ -47,6 +47,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         ("blas-dtype", "Fast BLAS and compute dtype (plain mlx-lm, a fresh process per configuration)"),
         ("tui", "TUI: stream throughput, key latency, start-up"),
         ("gguf", "GGUF through llama.cpp: ours (10 candidates) vs llama.cpp's own greedy loop, same file and threads"),
+        ("gguf-load", "Loading a real GGUF file: ours vs llama-cpp-python's Llama(), start to first token, memory"),
         ("memory", "4-bit MLX models on the CPU: decode speed, weights read per token, resident memory vs float32"),
         ("library", "Conversation library: 1,000 chats x 50 turns, open and filter (target: within 100 ms of a key)"),
     ) if name in plan.sections}
@@ -85,6 +86,12 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         progress("bench: GGUF (llama.cpp)")
         await gguf_section(sections["gguf"], plan.shapes, scratch, plan.rounds, plan.decode_tokens,
                            plan.process_prompt, default_threads())
+    if "gguf-load" in sections:
+        from engine.bench.gguf_load import gguf_load_section
+        from engine.gguf import default_threads
+
+        progress("bench: GGUF load (subprocesses)")
+        gguf_load_section(sections["gguf-load"], plan.gguf_file, plan.rounds, default_threads())
     if "memory" in sections:
         from engine.bench.memory_section import memory_section
 

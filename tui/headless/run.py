@@ -230,6 +230,9 @@ async def run_conversation(
             err.write("\r\033[K")
         for note in info.notes:  # e.g. an assumed context limit: said once, before the first reply
             err.write(f"logitscope: note: {printable(note)}\n")
+        if not info.has_chat_template:
+            err.write(f"logitscope: note: {printable(info.name)} has no chat template: plain text "
+                      f"(each message after the first starts after a blank line)\n")
         if on_loaded is not None:
             on_loaded()
         folder = info.path

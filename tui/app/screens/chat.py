@@ -107,7 +107,7 @@ class ChatScreen(ConversationActions, PreviewActions):
         bar.show_model(event.info)
         bar.thinking = self.controller.thinking
         demo = self._loading_spec == DEMO_SPEC
-        self.query_one(Transcript).welcome_model(None if demo else event.info.name)
+        self.query_one(Transcript).welcome_model(None if demo else event.info.name, plain=not event.info.has_chat_template)
         for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
             self.notify(note, severity="warning", timeout=15, markup=False)
         conversation = self.controller.conversation

@@ -45,9 +45,16 @@ WELCOME_KEYS = (
 )
 
 
-def welcome_text(model: str | None) -> str:
-    """The welcome for `model` (None: the demo, which is what the app starts on)."""
+WELCOME_PLAIN = ("It has no chat template: plain text. The model continues your message; each new message "
+                 "starts after a blank line.")
+
+
+def welcome_text(model: str | None, plain: bool = False) -> str:
+    """The welcome for `model` (None: the demo, which is what the app starts on); `plain`: the
+    model has no chat template, said here once (`engine.local.prompt.PLAIN_SEPARATOR`)."""
     middle = WELCOME_DEMO if model is None else f"You are chatting with {printable(model)}."
+    if plain and model is not None:
+        middle = f"{middle} {WELCOME_PLAIN}"
     return f"{WELCOME_INTRO}\n\n{middle}\n\n{WELCOME_KEYS}"
 
 
@@ -59,8 +66,8 @@ class Welcome(Static):
     Welcome { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, model: str | None = None) -> None:
-        super().__init__(welcome_text(model), markup=False)
+    def __init__(self, model: str | None = None, plain: bool = False) -> None:
+        super().__init__(welcome_text(model, plain), markup=False)
 
 
 class UserView(Static):

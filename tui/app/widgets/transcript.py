@@ -60,6 +60,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.low_threshold = 0.1
         self.selected: AssistantView | None = None  # the reply holding the token cursor
         self._model: str | None = None  # the loaded model's name for the welcome; None: the demo
+        self._plain = False  # the loaded model has no chat template (the welcome says so)
         self._system: Node | None = None
         self._path: list[Node] = []  # the path shown (the system prompt first, when there is one)
         self._first = 0  # the index in `_path` of the first mounted view (those before are not)
@@ -73,17 +74,18 @@ class Transcript(VerticalScroll, can_focus=True):
         """The welcome stands in for the chat while it is empty."""
         welcome = self.query_children(Welcome)
         if shown and not welcome:
-            self.mount(Welcome(self._model))
+            self.mount(Welcome(self._model, self._plain))
         elif not shown:
             welcome.remove()
 
     # --- what the screen calls
 
-    def welcome_model(self, model: str | None) -> None:
-        """Name the loaded model in the welcome (None: the demo, with what it knows)."""
-        self._model = model
+    def welcome_model(self, model: str | None, plain: bool = False) -> None:
+        """Name the loaded model in the welcome (None: the demo, with what it knows); `plain`:
+        it has no chat template."""
+        self._model, self._plain = model, plain
         for welcome in self.query_children(Welcome):
-            welcome.update(welcome_text(model))
+            welcome.update(welcome_text(model, plain))
 
     def show(self, conversation: Conversation) -> None:
         """Make the views match the conversation's visible path (reusing views that still fit;
