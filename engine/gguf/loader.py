@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from engine.core.api import Abilities, LoadProgress, ModelInfo
+from engine.core.api import LoadProgress, ModelInfo
 from engine.local.loaders import LoadContext, LoadedParts, ModelRuntime
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class GgufLoader:
 
 class LlamaRuntime(ModelRuntime):
     """A llama.cpp model on the engine thread: events posted from its statistics thread, freed
-    explicitly (on this thread), no what-if previews yet."""
+    explicitly (on this thread); what-if previews run as llama.cpp sequences (`engine.gguf.rows`)."""
 
     def __init__(self, model: Any) -> None:
         self._model = model  # engine.gguf.model.LlamaModel
@@ -70,15 +70,12 @@ class LlamaRuntime(ModelRuntime):
         """Free the llama.cpp model and its statistics thread now."""
         self._model.close()
 
-    PREVIEW_REFUSAL = "What-if previews are not available for GGUF models yet."
-
-    def preview_refusal(self) -> str:
-        """llama.cpp's memory is one sequence shared with the chat here."""
-        return self.PREVIEW_REFUSAL
-
 
 def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
-    """What the caller may know about the loaded GGUF model (plain data only)."""
+    """What the caller may know about the loaded GGUF model (plain data only): as an MLX model's,
+    the thinking switch read from the file's own chat template, and every ability."""
+    from engine.local.prompt import supports_thinking
+
     return ModelInfo(
         name=loaded.name,
         path=str(loaded.path),
@@ -89,5 +86,5 @@ def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
         dtype=f"gguf {loaded.model.file_type_name()}",
         blas=f"llama.cpp ({threads} thread{'s' if threads != 1 else ''})",
         notes=(loaded.context_note,) if loaded.context_note else (),
-        abilities=Abilities(previews=False, why=(("previews", LlamaRuntime.PREVIEW_REFUSAL),)),
+        supports_thinking=supports_thinking(loaded.tokenizer),
     )
