@@ -49,7 +49,15 @@ class GgufLoader:
             model=loaded.model, tokenizer=loaded.tokenizer, context_limit=loaded.context,
             info=gguf_model_info(loaded, self.threads), template_name=loaded.name, last_row=LastRowHead([]),
             decoder_factory=decoder_factory(loaded.model.stats_thread), runtime=LlamaRuntime(loaded.model),
+            disk_cache=lambda folder, cap: _disk_cache(loaded, folder, cap),
         )
+
+
+def _disk_cache(loaded: LoadedGguf, folder: Path, cap: int) -> Any:
+    """Recent histories' KV caches on disk, written and read by llama.cpp (`engine.gguf.kvdisk`)."""
+    from engine.gguf.kvdisk import LlamaDiskCache, gguf_key
+
+    return LlamaDiskCache(folder, gguf_key(loaded.path, loaded.model.kv_type), cap)
 
 
 class LlamaRuntime(ModelRuntime):

@@ -84,7 +84,9 @@ class LlamaModel:
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.args = Args(int(llama_cpp.llama_vocab_n_tokens(self._vocab)))
         self.n_ctx, self.batch, self.threads = n_ctx, batch, threads
-        self._ctx = self._new_context(all_f32=_file_type(llama_cpp, self._model) == _ALL_F32)
+        all_f32 = _file_type(llama_cpp, self._model) == _ALL_F32
+        self.kv_type = "f32" if all_f32 else "f16"  # the KV cache's element type (its state files differ)
+        self._ctx = self._new_context(all_f32=all_f32)
         self.cache_layer: LlamaCache | None = None
         # the GGUF decoder's statistics run here while llama.cpp decodes (`engine.gguf.decoder`)
         self.stats_thread = SideThread("logitscope-stats")

@@ -187,6 +187,8 @@ class EngineWorker:
                 old.runtime.close()
             if parts.disk_key is not None:
                 session.disk = self._disk_cache(*parts.disk_key)
+            elif parts.disk_cache is not None and self._options.kv_cache_dir:
+                session.disk = parts.disk_cache(Path(self._options.kv_cache_dir), self._options.kv_cache_mb * 2**20)
             command.sink(parts.info)
             self._told_blas = True
             if parts.after_load is not None:
