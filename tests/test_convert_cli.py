@@ -44,7 +44,7 @@ def weights(folder: Path) -> dict[str, np.ndarray]:
 
 async def test_the_folder_holds_the_files_model(pair: tuple[Path, Path], tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
     source, gguf_file = pair
     out = tmp_path / "converted"
@@ -54,7 +54,7 @@ async def test_the_folder_holds_the_files_model(pair: tuple[Path, Path], tmp_pat
     assert set(ours) == set(theirs)
     for name, array in theirs.items():  # Q/K rows back in Hugging Face's order, bit for bit
         assert np.array_equal(ours[name], array.astype(np.float32)), name
-    gguf_engine, mlx_engine = GgufEngine(), Engine()
+    gguf_engine, mlx_engine = local_engine(), Engine()
     try:
         await gguf_engine.load(str(gguf_file))
         await mlx_engine.load(str(out))

@@ -43,10 +43,10 @@ async def prompts(engine: Engine, spec: Path) -> dict[bool | None, tuple[int, ..
 
 
 async def test_the_switch_comes_from_the_files_template(qwen3_pair: tuple[Path, Path]) -> None:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
     folder, gguf_file = qwen3_pair
-    gguf_engine, mlx_engine = GgufEngine(), Engine()
+    gguf_engine, mlx_engine = local_engine(), Engine()
     try:
         ours = await prompts(gguf_engine, gguf_file)
         assert gguf_engine.model is not None and gguf_engine.model.supports_thinking
@@ -59,11 +59,11 @@ async def test_the_switch_comes_from_the_files_template(qwen3_pair: tuple[Path, 
 
 
 async def test_a_template_without_the_switch_says_so(tmp_path: Path) -> None:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
     from engine.gguf.convert import convert_folder
 
     gguf_file = convert_folder(family_model(tmp_path, "bpe", "chatml"), tmp_path / "chatml.gguf")
-    engine = GgufEngine()
+    engine = local_engine()
     try:
         await engine.load(str(gguf_file))
         assert engine.model is not None and not engine.model.supports_thinking

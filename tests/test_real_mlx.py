@@ -79,11 +79,11 @@ def test_the_tokenizer_splits_text_as_llama_cpp(smollm2_gguf: Path, smollm2_mlx:
 
 
 async def test_both_engines_run_the_same_model(smollm2_gguf: Path, smollm2_mlx: Path, smollm2_f32: Path) -> None:
-    from engine.gguf import GgufEngine
+    from engine.factory import local_engine
 
     exact = SamplingParams(temperature=0.0, max_tokens=12, candidates=5)
     one = SamplingParams(temperature=0.0, max_tokens=1, candidates=5)
-    llama_f32, llama_q = GgufEngine(), GgufEngine()
+    llama_f32, llama_q = local_engine(), local_engine()
     mlx_engine = Engine()
     try:
         await llama_f32.load(str(smollm2_f32))
