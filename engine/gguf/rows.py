@@ -16,15 +16,12 @@ the MLX engine's own. Every call runs on the engine thread, like every llama.cpp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from engine.core.api import ContextLimitError, EngineError
 from engine.local.preview import MAX_ROWS
-
-if TYPE_CHECKING:
-    from engine.gguf.model import LlamaModel
 
 SEQUENCES = 1 + MAX_ROWS  # the chat's sequence 0 and the preview rows
 
@@ -33,7 +30,7 @@ class RowsCache:
     """The cache of one preview batch: sequences 1..`rows` holding the chat's first `position`
     cells, each row `offset` positions long (rows grow together, one step at a time)."""
 
-    def __init__(self, model: LlamaModel, position: int, rows: int) -> None:
+    def __init__(self, model: Any, position: int, rows: int) -> None:
         if not 1 <= rows <= MAX_ROWS:
             raise EngineError(f"llama.cpp previews 1 to {MAX_ROWS} rows at once, not {rows}")
         self.model, self.rows, self.offset = model, rows, position
@@ -72,7 +69,7 @@ class RowsCache:
         return out
 
 
-def _decode(model: LlamaModel, chunk: list[tuple[int, int, int]], outputs: set[int]) -> None:
+def _decode(model: Any, chunk: list[tuple[int, int, int]], outputs: set[int]) -> None:
     """One ``llama_decode`` of (row, token, position) entries; logits for the `outputs` indices."""
     lib = model.lib
     batch = lib.llama_batch_init(len(chunk), 0, 1)
@@ -93,7 +90,7 @@ def _decode(model: LlamaModel, chunk: list[tuple[int, int, int]], outputs: set[i
         raise EngineError(f"llama.cpp could not decode a preview step (status {status})")
 
 
-def rows_that_fit(model: LlamaModel, used: int, cells_per_row: int) -> int:
+def rows_that_fit(model: Any, used: int, cells_per_row: int) -> int:
     """How many rows of `cells_per_row` new cells fit beside the chat's `used` ones (at most
     MAX_ROWS), in the context's cells (``llama_n_ctx``: the asked size rounded up to 256)."""
     free = int(model.lib.llama_n_ctx(model.context())) - used

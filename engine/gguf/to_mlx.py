@@ -56,6 +56,19 @@ _GEMMA3_SWA_BASE = 10000.0  # llama.cpp's fixed RoPE base of Gemma 3's sliding-w
 _GEMMA3_SWA_PATTERN = 6  # every sixth layer attends globally, as llama.cpp sets it
 
 
+def convert_to_mlx(spec: str, out: Path, dtype: OutDtype = "float32",
+                   report: Callable[[str], None] = lambda _: None) -> Path:
+    """``logitscope convert``: check that `spec` is a readable GGUF file, write its model into
+    `out` (`convert_gguf`), then check the written tokenizer against llama.cpp's (`check_tokenizer`).
+    Raises ModelLoadError (one line); what it wrote stays for the caller to take back."""
+    from engine.gguf.load import check_file
+
+    path = check_file(spec)
+    convert_gguf(path, out, dtype, report)
+    check_tokenizer(path, out)
+    return out
+
+
 def convert_gguf(path: Path, out: Path, dtype: OutDtype = "float32",
                  report: Callable[[str], None] = lambda _: None) -> Path:
     """Write `path`'s model into the folder `out` (made if missing; must hold no config.json).

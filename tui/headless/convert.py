@@ -35,29 +35,29 @@ def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv)[1:])
     from engine.core.api import EngineError
     from engine.core.text import printable
-    from engine.gguf.load import check_file
 
-    made, wrote = not args.folder.exists(), False
+    made = not args.folder.exists()
     try:
         if args.folder.exists() and (not args.folder.is_dir() or any(args.folder.iterdir())):
             raise EngineError(f"{printable(str(args.folder))} exists and is not an empty folder; choose a new one")
-        path = check_file(str(args.file))
-        wrote = True  # from here on, whatever is in the folder is ours
-        from engine.gguf.to_mlx import check_tokenizer, convert_gguf
-
-        convert_gguf(path, args.folder, args.dtype, report=lambda line: print(printable(line), file=sys.stderr))
-        check_tokenizer(path, args.folder)
     except (EngineError, OSError) as error:
-        if wrote:
-            _remove_written(args.folder, made)
+        print(f"logitscope convert: {printable(str(error))}", file=sys.stderr)
+        return 2
+    try:
+        from engine.gguf import convert_to_mlx
+
+        convert_to_mlx(str(args.file), args.folder, args.dtype,
+                       report=lambda line: print(printable(line), file=sys.stderr))
+    except (EngineError, OSError) as error:
+        _remove_written(args.folder, made)  # the folder was new or empty: all in it is ours
         print(f"logitscope convert: {printable(str(error))}", file=sys.stderr)
         return 2
     except ImportError:
+        _remove_written(args.folder, made)
         print('logitscope convert: needs the [gguf] extra: pip install "logitscope[gguf]"', file=sys.stderr)
         return 2
     print(printable(str(args.folder)))
     return 0
-
 
 def _remove_written(folder: Path, made: bool) -> None:
     """Take back a failed conversion: the folder if this command made it, else what it wrote
