@@ -34,7 +34,11 @@ from engine.core.api import Message, SamplingParams
 from engine.local.client import Engine
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gguf") is not None
-pytestmark = pytest.mark.skipif(not HAVE_LLAMA, reason='llama-cpp-python is not installed (pip install "logitscope[gguf]")')
+pytestmark = [
+    pytest.mark.skipif(not HAVE_LLAMA, reason='llama-cpp-python is not installed (pip install "logitscope[gguf]")'),
+    pytest.mark.slow,
+    pytest.mark.timeout(900),  # a 135M model converted and run three ways: minutes on a busy 2-core machine
+]
 ASK = (Message("user", "What is the capital of France?"),)
 HYPERPARAMETERS = ("block_count", "embedding_length", "feed_forward_length", "attention.head_count",
                    "attention.head_count_kv", "rope.freq_base", "attention.layer_norm_rms_epsilon", "context_length")
