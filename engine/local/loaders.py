@@ -39,10 +39,6 @@ class ModelRuntime:
     def close(self) -> None:
         """Free the model now; MLX models are freed by the garbage collector."""
 
-    def preview_refusal(self) -> str:
-        """Why this model cannot run what-if previews ("" when it can)."""
-        return ""
-
 
 @dataclass
 class LoadedParts:

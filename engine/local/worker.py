@@ -259,10 +259,6 @@ class EngineWorker:
         if session is None:
             command.sink(EngineError(NO_MODEL))
             return
-        refusal = session.runtime.preview_refusal()
-        if refusal:
-            command.sink(EngineError(refusal))
-            return
         try:
             from engine.local.preview import check_request, run_preview
 
