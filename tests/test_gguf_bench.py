@@ -57,11 +57,11 @@ def test_a_tokenizer_rebuilt_wrongly_is_refused(tmp_path: Path, monkeypatch: pyt
     """The probe check catches a split that differs from llama.cpp's (here: a wrong pattern)."""
     from engine.core.api import ModelLoadError
     from engine.bench.gguf_section import gguf_files
-    from engine.gguf import hf_tokenizer
+    from engine.gguf import tokenizer
     from engine.gguf.load import load_gguf
 
     good = gguf_files("2m", tmp_path)["F32"]
-    monkeypatch.setitem(hf_tokenizer.SPLITS, "gpt-2", (r"\S|\s",))  # one character at a time
+    monkeypatch.setitem(tokenizer.PATTERNS, "gpt-2", r"\S|\s")  # one character at a time
     with pytest.raises(ModelLoadError) as caught:
         load_gguf(str(good), 0, 1)
     assert "could not be rebuilt exactly" in str(caught.value)

@@ -5,8 +5,8 @@ the tokenizer files mlx-lm and transformers load, and the file stores only its v
 token kinds and the name of llama.cpp's pre-tokenizer split. Byte-level BPE vocabularies
 (``tokenizer.ggml.model = gpt2``: GPT-2, SmolLM, Llama 3, Qwen 2) are built here with llama.cpp's
 split for their ``tokenizer.ggml.pre`` (the regular expressions of ``llama-vocab.cpp``, applied in
-order); SentencePiece ones (``llama``: Llama 2, Mistral, Gemma) by `engine.gguf.spm`. A split not
-listed here is refused in one line; whoever converts checks the result against llama.cpp's own
+order); SentencePiece ones (``llama``: Llama 2, Mistral, Gemma) as llama.cpp's SPM tokenizer
+splits them (`sentencepiece`). A split not listed here is refused in one line; whoever converts checks the result against llama.cpp's own
 tokenizer on a probe text (the tests do, and so does ``logitscope convert``).
 """
 
@@ -33,7 +33,8 @@ SPLITS: dict[str, tuple[str, ...]] = {
     "qwen2": (QWEN2_PATTERN,), "deepseek-r1-qwen": (QWEN2_PATTERN,), "stablelm2": (QWEN2_PATTERN,),
 }
 IGNORE_MERGES = ("llama-bpe", "llama3")  # Llama 3's tokenizer.json takes whole-word tokens before merging
-_CONTROL, _USER_DEFINED = 3, 4  # gguf.TokenType values
+_UNKNOWN, _CONTROL, _USER_DEFINED = 2, 3, 4  # gguf.TokenType values
+SPACE = "\u2581"
 
 
 def backend(meta: dict[str, Any], name: str) -> Any:
@@ -44,9 +45,7 @@ def backend(meta: dict[str, Any], name: str) -> Any:
     if not tokens:
         raise ModelLoadError(f"{name}: the file holds no vocabulary (tokenizer.ggml.tokens)")
     if kind == "llama":
-        from engine.gguf.spm import spm_tokenizer
-
-        return spm_tokenizer(meta, tokens)
+        return sentencepiece(meta, tokens)
     if kind != "gpt2":
         raise ModelLoadError(f"{name}: its {kind!r} tokenizer is not supported yet "
                              "(byte-level BPE 'gpt2' and SentencePiece 'llama' are)")
@@ -74,6 +73,54 @@ def byte_level(meta: dict[str, Any], tokens: list[str], splits: tuple[str, ...],
     tok.add_special_tokens(special)
     tok.add_tokens(user)
     return tok
+
+
+def sentencepiece(meta: dict[str, Any], tokens: list[str]) -> Any:
+    """The SPM vocabulary in `meta` (tokens, scores, kinds) as a ``tokenizers`` BPE that splits
+    text as llama.cpp's ``llm_tokenizer_spm``: spaces become ``▁``, each piece of text between
+    special tokens gets one ``▁`` in front (``add_space_prefix``), then the adjacent pair whose
+    concatenation is the highest-scoring token is merged, again and again; a character that is
+    no token is written as its UTF-8 bytes (``<0x00>``..``<0xFF>``). As a pipeline: a
+    ``Prepend("▁")`` + ``Replace(" ", "▁")`` normalizer (added tokens are cut out first, so every
+    piece between them is prefixed, as in llama.cpp), no pre-tokenizer, and a BPE whose merges are
+    every split of every token into two tokens ranked by the merged token's score, with byte fallback.
+    (transformers' Llama ``Metaspace`` prefixes only the first piece of the text.)"""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+
+    scores = [float(s) for s in meta.get("tokenizer.ggml.scores", [0.0] * len(tokens))]
+    kinds = list(meta.get("tokenizer.ggml.token_type", [1] * len(tokens)))
+    vocab = {text: index for index, text in enumerate(tokens)}  # a repeated text: the last id, as llama.cpp
+    unknown = meta.get("tokenizer.ggml.unknown_token_id")
+    unk = tokens[unknown] if isinstance(unknown, int) and 0 <= unknown < len(tokens) else None
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges_from_scores(tokens, scores), unk_token=unk,
+                               fuse_unk=True, byte_fallback=True))
+    prefix = bool(meta.get("tokenizer.ggml.add_space_prefix", True))
+    tok.normalizer = normalizers.Sequence([*([normalizers.Prepend(SPACE)] if prefix else []),
+                                           normalizers.Replace(" ", SPACE)])
+    tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     *([decoders.Strip(" ", 1, 0)] if prefix else [])])
+    # llama.cpp cuts control and unknown tokens out of the text (special tokens parsed), and
+    # user-defined ones always: the same tokens are added here, matched before normalizing.
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, k in zip(tokens, kinds) if k in (_CONTROL, _UNKNOWN)])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False)
+                    for t, k in zip(tokens, kinds) if k == _USER_DEFINED])
+    return tok
+
+
+def merges_from_scores(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
+    """Every (left, right) pair of tokens whose concatenation is a token, best merged score first
+    (SPM files store no merges; equal scores: the lower id first, where llama.cpp takes the
+    leftmost pair, which the probe check against llama.cpp catches)."""
+    known = {text: index for index, text in enumerate(tokens)}  # a repeated text: the last id's score
+    ranked: list[tuple[float, int, int, str, str]] = []
+    for text, index in known.items():
+        for cut in range(1, len(text)):
+            left, right = text[:cut], text[cut:]
+            if left in known and right in known:
+                ranked.append((-scores[index], index, cut, left, right))
+    ranked.sort()
+    return [(left, right) for _, _, _, left, right in ranked]
 
 
 def special_texts(meta: dict[str, Any]) -> dict[str, str]:
