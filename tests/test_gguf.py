@@ -316,20 +316,3 @@ async def test_one_engine_switches_between_mlx_and_gguf(pair: tuple[Path, Path],
         assert back.token_ids == mlx_turn.token_ids
     finally:
         await engine.close()
-
-
-@needs_llama
-async def test_previews_are_refused_in_one_line_and_leave_the_cache_whole(gguf_engine: Engine) -> None:
-    """What-if previews batch several rows through an MLX cache; llama.cpp's memory is one shared
-    sequence here, so they are refused (one line), and the next turn still equals the first."""
-    from engine.core.api import EngineError, PreviewRequest
-
-    events, first = await run(gguf_engine, CHAT)
-    partial = Message("assistant", "", first.token_ids[:2])
-    request = PreviewRequest((*CHAT, partial), tuple(c.id for c in events[2].candidates[:3]), tokens=4)
-    with pytest.raises(EngineError) as caught:
-        async for _ in gguf_engine.preview(request):
-            pass
-    assert "GGUF" in str(caught.value) and "\n" not in str(caught.value)
-    _, again = await run(gguf_engine, CHAT)
-    assert again.token_ids == first.token_ids and again.reused_tokens == len(first.prompt_ids) - 1

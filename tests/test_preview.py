@@ -27,7 +27,7 @@ SAMPLED = SamplingParams(temperature=0.9, top_p=0.95, repetition_penalty=1.3, re
 async def previews(engine: Engine, request: PreviewRequest) -> tuple[list[PreviewToken], PreviewFinished]:
     """One whole preview command: its streamed tokens and the closing record."""
     tokens: list[PreviewToken] = []
-    async for item in engine.local.preview(request):
+    async for item in engine.preview(request):
         if isinstance(item, PreviewFinished):
             return tokens, item
         tokens.append(item)
@@ -95,7 +95,7 @@ async def test_previews_leave_the_next_turn_unchanged(chatml_model: Path) -> Non
 async def test_a_real_turn_stops_previews_at_once(chatml_model: Path, engine: Engine) -> None:
     _, request = await first_reply(engine, chatml_model)
     long = PreviewRequest(request.messages, request.candidates, 256, SamplingParams(temperature=0.0), 1)
-    stream = engine.local.preview(long)
+    stream = engine.preview(long)
     _, turn = await run(engine, ASK)  # queued right behind the previews
     _, finished = await previews_of(stream)
     assert turn.generated_tokens > 0

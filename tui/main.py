@@ -1,7 +1,8 @@
 """The `logitscope` console script.
 
 ``logitscope [--model SPEC] [--config PATH] [--trust-remote-code] [--gguf-threads N]`` opens the TUI
-(`tui.app`); ``logitscope run|list|export|import ...`` are the headless commands (`tui.headless`)
+(`tui.app`); ``logitscope run|list|export|import ...`` are the headless commands (`tui.headless`),
+``logitscope convert FILE.gguf DIR`` writes a GGUF file as an MLX folder (`tui.headless.convert`)
 and ``logitscope bench ...`` the benchmark (`tui.bench`), each imported only when asked for, so
 the TUI starts without them. Every front end gets its engine from `engine.factory.build_engine`.
 ``--fake-engine`` (or LOGITSCOPE_FAKE_ENGINE=1), hidden from --help, swaps the model for the
@@ -27,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="logitscope",
         description="Chat with a local language model and see each token's top candidates.",
         epilog="Headless: 'logitscope run --help' and 'logitscope bench --help'. "
-               "The conversation library: 'logitscope list', 'export ID --format md|json', 'import FILE'.",
+               "The conversation library: 'logitscope list', 'export ID --format md|json', 'import FILE'. "
+               "A GGUF file as an MLX folder: 'logitscope convert FILE.gguf DIR'.",
     )
     parser.add_argument("--model", metavar="SPEC", help="local model folder, Hugging Face repo id, .gguf file "
                         "(or owner/repo/file.gguf), or 'demo'")
@@ -57,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tui.headless.library import main as library_main
 
         return library_main(argv)
+    if argv[:1] == ["convert"]:  # a GGUF file as an MLX folder
+        from tui.headless.convert import main as convert_main
+
+        return convert_main(argv)
     if argv[:1] == ["bench"]:
         from tui.bench import main as bench_main
 

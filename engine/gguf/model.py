@@ -22,6 +22,7 @@ import numpy as np
 
 from engine.core.api import EngineError, ModelLoadError
 from engine.gguf.logs import quiet_logs
+from engine.gguf.rows import SEQUENCES, RowsCache, rows_that_fit
 from engine.gguf.sidethread import SideThread
 from engine.gguf.vocab import LlamaVocab, ftype_name
 
@@ -98,6 +99,8 @@ class LlamaModel:
         self.args = Args(self.vocab.size)
         self.batch, self.threads = batch, threads
         self.n_ctx, self._ctx = 0, None
+        all_f32 = int(llama_cpp.llama_model_ftype(self._model)) == _ALL_F32
+        self.kv_type = "f32" if all_f32 else "f16"  # the KV cache's element type (its state files differ)
         if n_ctx > 0:
             self.open_context(n_ctx)
         self.cache_layer: LlamaCache | None = None
@@ -121,6 +124,11 @@ class LlamaModel:
         params.n_ctx = self.n_ctx
         params.n_batch = params.n_ubatch = self.batch
         params.n_threads = params.n_threads_batch = self.threads
+        # one unified KV buffer for the chat (sequence 0) and what-if preview rows, which share
+        # the chat's cells (`engine.gguf.rows`); split buffers would give each sequence n_ctx / n
+        params.n_seq_max = SEQUENCES
+        params.kv_unified = True
+        params.n_outputs_max = max(self.batch, SEQUENCES)  # llama.cpp reserves a row per sequence (asserts it)
         if all_f32:
             params.type_k = params.type_v = GGML_TYPE_F32
             params.flash_attn_type = FLASH_ATTN_DISABLED
@@ -141,15 +149,48 @@ class LlamaModel:
         if not self._lib.llama_memory_seq_rm(memory, 0, position, -1):
             raise EngineError(f"llama.cpp could not cut its cache back to {position} positions")
 
-    def __call__(self, ids: mx.array, cache: list[LlamaCache]) -> mx.array:
-        """Feed (1, L) ids; the logits after the last one, shape (1, 1, vocab), as float32.
+    def __call__(self, ids: mx.array, cache: list[Any]) -> mx.array:
+        """Feed (1, L) ids to the chat's cache: the logits after the last one, (1, 1, vocab) float32;
+        or (k, L) ids to a preview's `batch_cache`: each row's last logits, (k, 1, vocab).
 
-        One row only: llama.cpp's memory here is the chat's one sequence (a batch of rows would
-        be fed as one long row, silently wrong)."""
+        Several rows only with a preview's cache, whose rows are sequences of their own (fed to
+        the chat's one sequence they would be one long row, silently wrong)."""
         rows = np.asarray(ids)
+        if cache and isinstance(cache[0], RowsCache) and rows.ndim == 2:
+            return mx.array(cache[0].feed(rows))[:, None]
         if rows.ndim != 2 or rows.shape[0] != 1:
             raise EngineError(f"the GGUF engine feeds one sequence at a time, not ids of shape {rows.shape}")
         return mx.array(self.feed([int(i) for i in rows[0]], cache))[None, None]  # mx.array copies the view
+
+    def batch_cache(self, position: int, rows: int) -> list[RowsCache]:
+        """A what-if preview's cache: `rows` sequences sharing the chat's first `position` cells
+        (`engine.gguf.rows`); close it to give the cells back."""
+        return [RowsCache(self, position, rows)]
+
+    def preview_rows(self, cells_per_row: int) -> int:
+        """How many preview rows of `cells_per_row` new cells fit beside the chat's cache now."""
+        used = self.cache_layer.offset if self.cache_layer is not None else 0
+        return rows_that_fit(self, used, cells_per_row)
+
+    @property
+    def lib(self) -> Any:
+        """The llama_cpp module (its C functions)."""
+        return self._lib
+
+    def memory(self) -> Any:
+        """The context's KV memory (for the sequence calls)."""
+        return self._lib.llama_get_memory(self._ctx)
+
+    def context(self) -> Any:
+        """The llama.cpp context."""
+        return self._ctx
+
+    def logits_at(self, index: int) -> np.ndarray:
+        """A copy of the logits of output `index` of the last decode."""
+        pointer = self._lib.llama_get_logits_ith(self._ctx, index)
+        if not pointer:
+            raise EngineError(f"llama.cpp returned no logits for batch entry {index}")
+        return np.ctypeslib.as_array(pointer, shape=(self.args.vocab_size,)).copy()
 
     def feed(self, tokens: list[int], cache: list[LlamaCache]) -> np.ndarray:
         """Feed `tokens` in batches; llama.cpp's own buffer of the last one's logits, valid until

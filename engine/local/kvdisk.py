@@ -136,8 +136,11 @@ class DiskKVCache:
 
 
 def _data_file(ids_file: Path) -> Path:
-    """`<digest>.ids.json` -> `<digest>.safetensors`."""
-    return ids_file.parent / (ids_file.name.removesuffix(".ids.json") + ".safetensors")
+    """`<digest>.ids.json` -> `<digest>.safetensors`, or the GGUF engine's `<digest>.llamastate`
+    (`engine.gguf.kvdisk`) when that is the one there (eviction counts and removes either)."""
+    stem = ids_file.name.removesuffix(".ids.json")
+    llama = ids_file.parent / (stem + ".llamastate")
+    return llama if llama.exists() else ids_file.parent / (stem + ".safetensors")
 
 
 def _digest(ids: Sequence[int]) -> str:

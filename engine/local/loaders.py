@@ -39,10 +39,6 @@ class ModelRuntime:
     def close(self) -> None:
         """Free the model now; MLX models are freed by the garbage collector."""
 
-    def preview_refusal(self) -> str:
-        """Why this model cannot run what-if previews ("" when it can)."""
-        return ""
-
 
 @dataclass
 class LoadedParts:
@@ -57,6 +53,8 @@ class LoadedParts:
     decoder_factory: Callable[..., Any] | None = None  # None: `engine.local.turn`'s MLX decoder
     runtime: ModelRuntime = field(default_factory=ModelRuntime)
     disk_key: tuple[str, str] | None = None  # (folder, dtype) of the on-disk KV cache, when it has one
+    # or: makes a model's own on-disk KV cache from (folder, size cap in bytes) (llama.cpp: engine.gguf.kvdisk)
+    disk_cache: Callable[[Path, int], Any] | None = None
     after_load: Callable[[Callable[[], bool]], None] | None = None  # work once the caller has its answer
 
 

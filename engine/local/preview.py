@@ -88,9 +88,21 @@ def run_preview(
     if limit < 1:
         raise ContextLimitError("The reply already fills the context: there is no room to preview.")
     with mx.stream(session.stream):
-        for group in _groups(session, rows):
-            _Batch(session, request, group, emit, rows).run(limit, stop)
+        for group in _groups(session, rows, limit):
+            batch = _Batch(session, request, group, emit, rows)
+            try:
+                batch.run(limit, stop)
+            finally:
+                _release(batch.cache)
     return PreviewFinished(tuple(row.done() for row in rows), time.perf_counter() - started)
+
+
+def _release(cache: list[Any]) -> None:
+    """Give back what a batch cache holds outside MLX (llama.cpp's preview sequences)."""
+    for layer in cache:
+        close = getattr(layer, "close", None)
+        if callable(close):
+            close()
 
 
 def _row(session: Session, request: PreviewRequest, candidate: int) -> _Row:
@@ -100,21 +112,40 @@ def _row(session: Session, request: PreviewRequest, candidate: int) -> _Row:
     return _Row(candidate, prompt, ReplyText(session.tokenizer, branch.messages[-1].token_ids or ()))
 
 
-def _groups(session: Session, rows: list[_Row]) -> list[tuple[int, list[_Row]]]:
+def _groups(session: Session, rows: list[_Row], limit: int) -> list[tuple[int, list[_Row]]]:
     """(cached prefix length, rows) batches: rows whose uncached suffixes have one length share
-    a forward pass (nearly always all of them: the prompts differ only in the candidate)."""
+    a forward pass (nearly always all of them: the prompts differ only in the candidate), as many
+    at once as the model's cache has room for (llama.cpp's fixed cells: `_rows_at_once`)."""
     start = min(min(common_prefix_len(session.tokens, row.prompt), len(row.prompt) - 1) for row in rows)
     start = _usable(session, start)
     by_length: dict[int, list[_Row]] = {}
     for row in rows:
         by_length.setdefault(len(row.prompt) - start, []).append(row)
-    return [(start, group) for group in by_length.values()]
+    out = []
+    for length, group in by_length.items():
+        width = _rows_at_once(session, length + limit)
+        out.extend((start, group[i:i + width]) for i in range(0, len(group), width))
+    return out
+
+
+def _rows_at_once(session: Session, cells_per_row: int) -> int:
+    """How many rows one batch may hold: all of them for MLX (its batch cache grows), what fits
+    in the context's remaining cells for llama.cpp (`LlamaModel.preview_rows`); one line if none."""
+    fits = getattr(session.model, "preview_rows", None)
+    if fits is None:
+        return MAX_ROWS
+    width = int(fits(cells_per_row))
+    if width < 1:
+        raise ContextLimitError("The context has no room left for a preview here.")
+    return width
 
 
 def _usable(session: Session, keep: int) -> int:
     """The longest prefix, at most `keep` ids, that the cache can give without rewinding it: any
-    prefix of plain KV layers, else all it holds, else the newest snapshot at or before `keep`."""
-    if all(type(layer) is KVCache for layer in session.cache) or keep == len(session.tokens):
+    prefix of plain KV layers (or of llama.cpp's memory, whose sequences share cells), else all it
+    holds, else the newest snapshot at or before `keep`."""
+    if (all(type(layer) is KVCache for layer in session.cache) or keep == len(session.tokens)
+            or hasattr(session.model, "batch_cache")):
         return keep
     usable = [p for p in session.snapshots.positions if p <= keep]
     return usable[-1] if usable else 0
@@ -126,6 +157,9 @@ def batch_cache(session: Session, position: int, rows: int, room: int = 0) -> li
     Plain KV layers get `room` free positions as well, in the same copy: mlx-lm grows a full
     buffer by copying it whole, and the first step of a batch would otherwise do that at once.
     """
+    own = getattr(session.model, "batch_cache", None)
+    if own is not None:  # llama.cpp: rows are sequences sharing the chat's cells (engine.gguf.rows)
+        return own(position, rows)
     if position == 0:
         return make_prompt_cache(session.model)
     kept = session.snapshots.layers_at(position) if position < len(session.tokens) else {}

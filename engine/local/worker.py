@@ -172,6 +172,8 @@ class EngineWorker:
                 old.runtime.close()
             if parts.disk_key is not None:
                 session.disk = self._disk_cache(*parts.disk_key)
+            elif parts.disk_cache is not None and self._options.kv_cache_dir:
+                session.disk = parts.disk_cache(Path(self._options.kv_cache_dir), self._options.kv_cache_mb * 2**20)
             command.sink(parts.info)
             self._told_blas = True
             if parts.after_load is not None:
@@ -240,10 +242,6 @@ class EngineWorker:
         """Run what-if previews; they never touch the session's cache, so a failure leaves it as is."""
         if session is None:
             command.sink(EngineError(NO_MODEL))
-            return
-        refusal = session.runtime.preview_refusal()
-        if refusal:
-            command.sink(EngineError(refusal))
             return
         try:
             from engine.local.preview import check_request, run_preview

@@ -68,12 +68,14 @@ def load_model(
 
 
 def _load_weights(path: Path, name: str, trust_remote_code: bool) -> tuple[Any, dict[str, Any]]:
-    """mlx-lm's own loader (quantization, sanitising, remapping), with its errors made one line."""
+    """mlx-lm's own loader (quantization, sanitising, remapping), with its errors made one line,
+    and the RoPE settings a config keeps where mlx-lm does not look mapped first (`rope_fields`)."""
     from mlx_lm.utils import load_model as mlx_load_model
 
+    mapped = rope_fields(path, name)
     try:
         with literal_folder(path) as folder:
-            return mlx_load_model(folder, lazy=False, trust_remote_code=trust_remote_code)
+            return mlx_load_model(folder, lazy=False, model_config=mapped or None, trust_remote_code=trust_remote_code)
     except Exception as error:  # shape mismatches, missing tensors, bad quantization, ...
         raise ModelLoadError(f"cannot load {name}: {one_line(error)}") from error
 
@@ -94,6 +96,25 @@ def literal_folder(path: Path) -> Iterator[Path]:
         link = Path(scratch) / "model"
         link.symlink_to(path.resolve(), target_is_directory=True)
         yield link if not _GLOB_MAGIC.search(str(link)) else path
+
+
+def rope_fields(path: Path, name: str) -> dict[str, Any]:
+    """The config keys that put ``rope_parameters`` (transformers 5) where mlx-lm's model reads
+    them (`engine.models.ropeconfig`); one line when they cannot be mapped. {} when the config
+    needs nothing, or mlx-lm has no model for it (its own load then says so)."""
+    import dataclasses
+
+    from mlx_lm.utils import _get_classes, load_config
+
+    from engine.models.ropeconfig import overrides
+
+    try:
+        config = load_config(path)
+        _, args_class = _get_classes(config)
+    except Exception:  # noqa: BLE001 - an unknown family or a bad config: mlx-lm's load reports it
+        return {}
+    fields = {f.name for f in dataclasses.fields(args_class)} if dataclasses.is_dataclass(args_class) else set()
+    return overrides(config, fields, name)
 
 
 def load_tokenizer(path: Path, name: str, config: dict[str, Any], *, trust_remote_code: bool) -> Any:
