@@ -223,6 +223,9 @@ class ChatController:
             return "Stop the running reply first (Esc)."
         if self.loading:
             return "A model is loading."
+        model = self.engine.model
+        if model is not None and not model.abilities.branching:  # declared at load: refused before a branch exists
+            return model.abilities.reason("branching") or "This engine cannot branch a reply."
         if not old.ids_fit(self.model_folder):  # another model's ids: they would mean other words
             return "This reply came from another model: regenerate it to branch with this one."
         sampled = old.tokens if self.can_start and old.tokens is not None else []

@@ -68,14 +68,21 @@ class Version:
     def settle(self, text: str) -> None:
         """Take the finished reply's whole `text`. What the stream held back to the end (the
         bytes of a character the reply was cut inside, ``\\xe4``) joins the last token's text,
-        so the tokens' texts add up to the reply's text: the token view shows all of it."""
+        so the tokens' texts add up to the reply's text: the token view shows all of it. Not when
+        no token has text (`texts_unknown`): the reply is then never glued onto its last token."""
         self.text = text
-        if not self.tokens:
+        if not self.tokens or self.texts_unknown:
             return
         shown = "".join(token.text for token in self.tokens)
         if len(text) > len(shown) and text.startswith(shown):
             last = self.tokens[-1]
             self.tokens[-1] = replace(last, text=last.text + text[len(shown):])
+
+    @property
+    def texts_unknown(self) -> bool:
+        """A reply with text whose tokens carry none: a server that sent bare ids, with no
+        tokenizer here to spell them (engine.remote). Its text is shown whole, beside the tokens."""
+        return bool(self.tokens) and bool(self.text) and not any(t.text for t in self.tokens or ())
 
     def reply_text(self) -> str:
         """The text so far: the joined tokens while streaming, the engine's text once finished."""
