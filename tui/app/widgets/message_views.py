@@ -171,7 +171,7 @@ class AssistantView(Vertical):
     def thinking(self) -> ThinkingBlock | None:
         """The reply's leading thinking block (remembered once closed: a flush then costs nothing)."""
         if self._block is None:
-            block = thinking_block(self.tokens)
+            block = thinking_block(self.tokens, self.node.version.thinking_opened)
             self._block = block if block is not None and block.closed and not self.streaming else None
             return block
         return self._block
