@@ -122,3 +122,15 @@ def test_run_takes_the_thinking_switch(flag: list[str], switch: bool | None, cap
     assert [r.thinking for r in requests] == [switch, switch]
     reply = requests[1].messages[1]
     assert reply.thinking == switch and reply.token_ids is None  # the template drops it: as text
+
+
+async def test_the_loaded_model_says_how_its_template_thinks(root: Path) -> None:
+    from engine.local.client import Engine
+    engine = Engine()
+    try:
+        qwq = await engine.load(str(family_model(root, "bpe", "qwq")))
+        assert qwq.opens_thinking and qwq.drops_past_thinking
+        plain = await engine.load(str(family_model(root, "bpe", "chatml")))
+        assert not plain.opens_thinking and not plain.drops_past_thinking
+    finally:
+        await engine.close()
