@@ -15,7 +15,9 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from tui.splash import paint_splash
 
 from tui.cli_parser import OneLineParser, UsageError, nonblank
 
@@ -46,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true",
                         help="print the versions and which BLAS MLX would use here (and why), then exit")
     return parser
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The TUI's flags (the bench's start-up probe builds its app from them too)."""
+    return _parser().parse_args(list(argv))
 
 
 def _use_fake(args: argparse.Namespace) -> bool:
@@ -79,13 +86,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tui.headless import version
 
         return version.main()
-    from engine.core.settings import load_config, parse_gguf_threads
-    from tui.app.application import LogitscopeApp
+    leave = paint_splash(sys.stdout, args.model or "the configured model") if sys.stdout.isatty() else None
 
+    def refuse(line: str) -> None:
+        """A bad flag: off the splash first, so the line stays on the user's screen."""
+        if leave is not None:
+            leave()
+        print(f"logitscope: {line}", file=sys.stderr)
+    app = build_app(args, refuse)
+    if isinstance(app, int):
+        return app
+    from tui.app.application import tune_gc_for_streaming
+
+    tune_gc_for_streaming()
+    app.run()
+    return after_exit(app)
+
+
+def build_app(args: argparse.Namespace, refuse: "Callable[[str], None] | None" = None) -> "LogitscopeApp | int":
+    """The app for `args`, or the exit status of a bad flag (said in one line, through `refuse`).
+
+    The engine's thread is not started here: the app starts the load after its first paint.
+    Started at once (tried for #30.8), its MLX and mlx-lm import shared the interpreter lock with
+    Textual's import and layout and, on a busy 2-core machine, made both later: first paint
+    4.3-9.8 s -> 12.9-19.6 s, ready 18-22 s -> 20-30 s in alternating rounds."""
+    from engine.core.settings import load_config, parse_gguf_threads
+
+    say = refuse or (lambda line: print(f"logitscope: {line}", file=sys.stderr))
     try:
         threads = None if args.gguf_threads is None else parse_gguf_threads(args.gguf_threads)
     except ValueError as error:
-        print(f"logitscope: {error}", file=sys.stderr)
+        say(str(error))
         return 2
     loaded = load_config(args.config, explicit=args.config is not None)
     from engine.core.api import EngineError
@@ -97,14 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         engine = build_engine(loaded.config, choice)
     except EngineError as error:
-        print(f"logitscope: {error}", file=sys.stderr)
+        say(str(error))
         return 2
-    app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)
-    from tui.app.application import tune_gc_for_streaming
+    from tui.app.application import LogitscopeApp
 
-    tune_gc_for_streaming()
-    app.run()
-    return after_exit(app)
+    return LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)
 
 
 def _usage_failed(error: UsageError) -> int:

@@ -106,6 +106,7 @@ class EngineWorker:
             from engine.local.backend import speed_layer  # before this thread imports MLX
 
             self._speed = speed_layer(self._options.fast_blas, self._options.fast_layers)
+            _import_for_load()
             self._serve()
         except BaseException as exc:  # noqa: BLE001 - reported to every caller, never swallowed
             self._die(exc)
@@ -283,6 +284,16 @@ def _refuse(command: Command, error: EngineError) -> None:
         command.done(0)
     elif not isinstance(command, StopCommand):
         command.sink(error)
+
+
+def _import_for_load() -> None:
+    """Import what every model load needs (MLX, mlx-lm and, through it, transformers: seconds),
+    as soon as the thread starts: an app that starts the engine early (`Engine.start_early`) has
+    it done while it draws its first screen, instead of after it."""
+    import engine.local.loaders  # noqa: F401 - for the import itself
+    import engine.local.session  # noqa: F401
+    import engine.models  # noqa: F401
+    import mlx_lm.utils  # noqa: F401
 
 
 def _tear_down(session: Session | None) -> None:
