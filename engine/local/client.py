@@ -196,13 +196,6 @@ class Engine:
         if self._worker is not None:
             await asyncio.to_thread(self._worker.stop, CLOSE_WAIT_S)  # a busy thread is left behind
 
-    def start_early(self) -> None:
-        """Start the engine thread now, before any load: it sets up its speed layer and imports
-        MLX and mlx-lm (seconds) while the caller does its own start-up (the app draws its first
-        screen), so the load that follows is only the load. Idempotent; never raises."""
-        if not self._closed:
-            self._ensure_worker()
-
     def _ensure_worker(self) -> EngineWorker:
         """The worker, started lazily so constructing an Engine costs nothing (no thread, no MLX)."""
         if self._closed:

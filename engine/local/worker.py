@@ -287,9 +287,13 @@ def _refuse(command: Command, error: EngineError) -> None:
 
 
 def _import_for_load() -> None:
-    """Import what every model load needs (MLX, mlx-lm and, through it, transformers: seconds),
-    as soon as the thread starts: an app that starts the engine early (`Engine.start_early`) has
-    it done while it draws its first screen, instead of after it."""
+    """Import what every model load needs (MLX, mlx-lm and, through it, transformers: seconds)
+    when the thread starts, transformers' import table from the cache folder after the first
+    run (`engine.local.importcache`: the hook must be in before transformers is imported)."""
+    from engine.core.settings.paths import cache_dir
+    from engine.local import importcache
+
+    importcache.install(cache_dir() / "imports")
     import engine.local.loaders  # noqa: F401 - for the import itself
     import engine.local.session  # noqa: F401
     import engine.models  # noqa: F401
