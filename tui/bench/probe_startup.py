@@ -1,5 +1,5 @@
 """``python -m tui.bench.probe_startup``: how long `logitscope` takes to start, the way the console
-script starts it (`tui.main.build_app`: the engine thread first, then Textual), for the bench.
+script starts it (`tui.launch.build_app`: the engine thread first, then Textual), for the bench.
 
 Nothing here imports Textual at module level: the probe must not import it before the app would.
 One JSON line: seconds from ``--since`` (the parent's ``time.time()`` just before it spawned this
@@ -20,13 +20,13 @@ from typing import Any
 
 
 def startup(since: float, real: bool, model: str = "demo") -> dict[str, float]:
-    """Run the app headless from `tui.main.build_app` until its model is loaded, then quit."""
+    """Run the app headless from `tui.launch.build_app` until its model is loaded, then quit."""
     marks: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
         for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):  # nothing of the user's is touched
             os.environ[name] = str(Path(folder) / name.lower())
         os.environ["LOGITSCOPE_KV_CACHE"] = "off"
-        from tui.main import build_app, parse_args
+        from tui.launch import build_app, parse_args
 
         argv = ["--model", model] + ([] if real else ["--fake-engine"])
         app: Any = build_app(parse_args(argv))
