@@ -101,7 +101,8 @@ class RemoteEngine:
         if not source and caps.token_id_prompts:
             source = name
         if not source and caps.kind == "mlx_lm.server":
-            source = await in_daemon_thread(local_tokenizer_folder, name) or ""
+            found: str | None = await in_daemon_thread(local_tokenizer_folder, name)
+            source = found or ""
             if not source:
                 return None, f"no tokenizer for {name!r} is on this machine"
         if not source:
