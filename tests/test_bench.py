@@ -209,6 +209,8 @@ def test_the_tui_section_adds_the_app_rows_for_a_model(monkeypatch: pytest.Monke
         return {"first_token_ms": 70.0, "engine_ttft_ms": 50.0, "decode_tps": 44.0}
 
     monkeypatch.setattr(module, "_probe", probe)
+    monkeypatch.setattr(module, "_startup", lambda *extra: {"first_paint_s": 0.4, "model_loaded_s": 1.5})
+    monkeypatch.setattr(module, "_race_round", lambda: {"first_paint_s": 0.5, "model_loaded_s": 3.0, "mlx_chat_s": 3.5})
     section = Section("tui", "TUI")
     module.tui_section(section, 2, 100, ("30m", "/models/30m"))
     rows = {row.label: row for row in section.rows}
@@ -216,6 +218,8 @@ def test_the_tui_section_adds_the_app_rows_for_a_model(monkeypatch: pytest.Monke
     assert rows["in the app: the engine's own TTFT, same turns (30m)"].unit == "ms"
     assert rows["in the app: decode while it draws, 10 candidates (30m)"].unit == "tok/s"
     assert rows["key -> screen while 3 previews compute (worst, 30m)"].stat.median == 30.0
+    assert rows["command -> ready: mlx_lm.chat (same model, same rounds)"].stat.median == 3.5
+    assert rows["ready: logitscope minus mlx_lm.chat (per round)"].stat.median == -0.5
     assert [c for c in calls if c[0] == "app"] == [("app", "--model", "/models/30m", "--turns", "6", "--tokens", "200")] * 2
     plain = Section("tui", "TUI")
     module.tui_section(plain, 1, 100)

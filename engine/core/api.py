@@ -338,6 +338,8 @@ class ModelInfo:
     blas_problem: str = ""  # why the fast BLAS could not be loaded (the missing library, its install command)
     supports_thinking: bool = False  # the chat template has a thinking switch (`GenerateRequest.thinking`)
     abilities: Abilities = Abilities()  # what the engine can do with this model
+    opens_thinking: bool = False  # the generation prompt ends inside <think>: replies think from token 0
+    drops_past_thinking: bool = False  # the template leaves earlier replies' thinking out of the history
 
 
 class EngineError(Exception):

@@ -83,6 +83,7 @@ def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
     """What the caller may know about the loaded GGUF model (plain data only): as an MLX model's,
     the thinking switch read from the file's own chat template, and every ability."""
     from engine.local.prompt import supports_thinking
+    from engine.local.reasoning import drops_past_thinking, opens_thinking
 
     return ModelInfo(
         name=loaded.name,
@@ -95,4 +96,6 @@ def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
         blas=f"llama.cpp ({threads} thread{'s' if threads != 1 else ''})",
         notes=(loaded.context_note,) if loaded.context_note else (),
         supports_thinking=supports_thinking(loaded.tokenizer),
+        opens_thinking=opens_thinking(loaded.tokenizer),
+        drops_past_thinking=drops_past_thinking(loaded.tokenizer),
     )

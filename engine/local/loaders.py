@@ -132,6 +132,7 @@ def mlx_model_info(spec: str, loaded: Any, context: Any, dtype: str, speed: Spee
     the engine's first load (`tell_blas`), why the fast BLAS could not be loaded.
     """
     from engine.local.prompt import supports_thinking
+    from engine.local.reasoning import drops_past_thinking, opens_thinking
 
     model, tokenizer = loaded.model, loaded.tokenizer
     blas_note = (f"Fast BLAS off: {speed.blas_problem}.",) if tell_blas and speed.blas_problem else ()
@@ -146,6 +147,8 @@ def mlx_model_info(spec: str, loaded: Any, context: Any, dtype: str, speed: Spee
         blas=speed.blas_status,
         blas_problem=speed.blas_problem,
         supports_thinking=supports_thinking(tokenizer),
+        opens_thinking=opens_thinking(tokenizer),
+        drops_past_thinking=drops_past_thinking(tokenizer),
         notes=((context.note(),) if context.note() else ()) + blas_note,
     )
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from engine.core.api import EngineError, Message, check_token_ids
 from engine.core.text import error_line
+from engine.core.thinking import holds_thinking
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -230,10 +231,17 @@ def _render_with_template(
 
     Each generation prompt is rendered with the thinking switch of the reply that followed it
     (`final` for the one this turn answers), so toggling thinking keeps the history exact.
+
+    A reply given as text only (no ids) that holds a thinking block is the one exception: the
+    caller asked for it "as the template renders it" (`Conversation.messages`, drop_thinking),
+    so the whole conversation is rendered by the template, that reply from its text.
     """
     replies = [i for i, message in enumerate(messages) if message.role == "assistant"]
     if not replies:
         return encode(_render_text(tokenizer, messages, {}, _options(encode, final)))
+    as_text = {i for i in replies if messages[i].token_ids is None and holds_thinking(messages[i].text)}
+    if as_text:  # "as the template renders it": it may drop that thinking (Qwen3 does)
+        return _render_spliced(tokenizer, messages, encode, final, as_text)
     try:
         runs = _runs_after_replies(tokenizer, messages, replies, encode, final)
     except _NotExact:
@@ -321,12 +329,15 @@ def _render_text(
 
 
 def _render_spliced(
-    tokenizer: Any, messages: Sequence[Message], encode: TextEncoder, final: bool | None
+    tokenizer: Any, messages: Sequence[Message], encode: TextEncoder, final: bool | None,
+    as_text: frozenset[int] | set[int] = frozenset(),
 ) -> list[int]:
     """The whole conversation rendered once, each reply's ids spliced where its sentinel stands
-    (for templates whose history cannot be cut at each reply)."""
+    (for templates whose history cannot be cut at each reply); the replies in `as_text` are
+    given to the template as their text, rendered its way."""
     nonce = secrets.token_hex(6)
-    sentinels = {i: f"LOGITSCOPE{nonce}REPLY{i}END" for i, m in enumerate(messages) if m.role == "assistant"}
+    sentinels = {i: f"LOGITSCOPE{nonce}REPLY{i}END" for i, m in enumerate(messages)
+                 if m.role == "assistant" and i not in as_text}
     spliced = {sentinels[i]: message_ids(encode, messages[i]) for i in sentinels}
     return _splice(encode, _render_text(tokenizer, messages, sentinels, _options(encode, final)), spliced)
 

@@ -106,6 +106,7 @@ class EngineWorker:
             from engine.local.backend import speed_layer  # before this thread imports MLX
 
             self._speed = speed_layer(self._options.fast_blas, self._options.fast_layers)
+            _import_for_load()
             self._serve()
         except BaseException as exc:  # noqa: BLE001 - reported to every caller, never swallowed
             self._die(exc)
@@ -283,6 +284,20 @@ def _refuse(command: Command, error: EngineError) -> None:
         command.done(0)
     elif not isinstance(command, StopCommand):
         command.sink(error)
+
+
+def _import_for_load() -> None:
+    """Import what every model load needs (MLX, mlx-lm and, through it, transformers: seconds)
+    when the thread starts, transformers' import table from the cache folder after the first
+    run (`engine.local.importcache`: the hook must be in before transformers is imported)."""
+    from engine.core.settings.paths import cache_dir
+    from engine.local import importcache
+
+    importcache.install(cache_dir() / "imports")
+    import engine.local.loaders  # noqa: F401 - for the import itself
+    import engine.local.session  # noqa: F401
+    import engine.models  # noqa: F401
+    import mlx_lm.utils  # noqa: F401
 
 
 def _tear_down(session: Session | None) -> None:

@@ -138,19 +138,25 @@ class ChatTurn:
             raise EngineError("The server sent a reply without its logprobs: it cannot be inspected.")
         if params.temperature == 0:
             found = [greedy_choice(r) for r in found]
-        texts = self._texts(found)
+        texts = self._texts(found, _message_text(obj))
         return [token_event(i, r, text, params.candidates) for i, (r, text) in enumerate(zip(found, texts))]
 
-    def _texts(self, found: list[TokenRecord]) -> list[str]:
+    def _texts(self, found: list[TokenRecord], reply: str) -> list[str]:
         """Each token's text: decoded here when the tokenizer is (mlx_lm.server sends bare ids
-        without top_logprobs), else its raw piece made readable."""
-        if self.tokenizer is not None and all(r.id is not None for r in found):
-            return self.tokenizer.texts([r.id for r in found])
+        without top_logprobs) and it spells the reply the server sent (a tokenizer found by the
+        model's name may be another model's), else the raw piece each entry carries made
+        readable, else "" for every token: unknown (said once at load), never the whole reply
+        on one token."""
+        if self.tokenizer is not None and found and all(r.id is not None for r in found):
+            texts = self.tokenizer.texts([r.id for r in found])
+            if reply.strip() in "".join(texts):  # a thinking model's reply holds less than its ids
+                return texts
         return [piece_text(r.token) for r in found]
 
 
 def _chunk_events(obj: dict[str, Any], index: int, candidates: int) -> list[TokenEvent]:
-    """A stream chunk's tokens; its content text goes with the last of them."""
+    """A stream chunk's tokens: each its own text when the entries' texts spell the chunk's
+    content, else the content goes with the last of them."""
     choice = _choice(obj)
     if choice is None:
         return []
@@ -159,6 +165,8 @@ def _chunk_events(obj: dict[str, Any], index: int, candidates: int) -> list[Toke
     found = records(choice)
     if text and not found:
         raise EngineError("The server streamed a token without its logprobs: it cannot be inspected.")
+    if len(found) > 1 and "".join(r.token for r in found) == text:
+        return [token_event(index + i, r, r.token, candidates) for i, r in enumerate(found)]
     return [token_event(index + i, r, text if i == len(found) - 1 else "", candidates) for i, r in enumerate(found)]
 
 

@@ -43,7 +43,8 @@ _SPECS: tuple[_Spec, ...] = (
      "Reopen the conversation saved when logitscope last quit", False, False),
     ("screen", "chat.system_prompt", "f2", "system_prompt", "System prompt",
      "Set the system prompt", False, False),
-    ("screen", "chat.thinking", "ctrl+k", "toggle_thinking", "Thinking on/off",
+    # not ctrl+k: that deletes to the line's end in the input (TextArea), and a priority binding took it
+    ("screen", "chat.thinking", "f12", "toggle_thinking", "Thinking on/off",
      "Switch a reasoning model's <think> block off or on for the next replies (where its template can)",
      False, True),
     ("screen", "view.heatmap", "f3", "toggle_heatmap", "Heatmap",

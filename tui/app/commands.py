@@ -46,6 +46,9 @@ class LogitscopeCommands(Provider):
         for fmt, what in (("md", "Markdown (the visible branch)"), ("json", "JSON (every branch, token and candidate)")):
             out.append((f"Export chat as {what.split()[0]}", partial(app.action_export_chat, fmt),
                         f"Write the chat as {what} to the exports folder"))
+        out.append(("Past thinking: exact cache / as the template renders it", chat.action_toggle_past_thinking,
+                    "Earlier replies' <think> blocks: kept as the exact ids in the cache (reused), or as the chat "
+                    "template renders them (dropped where it drops them: less context, the last reply re-read)"))
         for name, label in PANEL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
         for preset in chat.config.presets:

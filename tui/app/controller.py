@@ -28,6 +28,7 @@ from engine.core.api import (
 )
 from tui.app import messages as msg
 from engine.core.chat.context import fit_turn, leave_out
+from tui.app.widgets.thinking_fold import thinking_block
 from engine.core.chat.conversation import ChangeListener, Conversation, Node, TurnStats, Version
 
 FLUSH_HZ = 25.0
@@ -59,6 +60,7 @@ class ChatController:
         self._stop_asked = False  # Esc while a turn is still being fitted: it never starts
         self._left_out = 0  # oldest messages the last turn left out to fit the context
         self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
+        self.past_thinking: bool | None = None  # drop earlier replies' thinking (None: as the template does)
 
     @property
     def conversation(self) -> Conversation:
@@ -143,6 +145,47 @@ class ChatController:
         self.prepare()
         return f"Thinking {'on' if self.thinking else 'off'} for the next replies."
 
+    @property
+    def drops_past_thinking(self) -> bool:
+        """Whether earlier replies' thinking goes "as the template renders it" (dropped where it
+        drops it: re-read, not reused) rather than as the exact ids in the cache. Default: the
+        template's way where the template drops it (Qwen3's does, and its model card asks so)."""
+        info = self.engine.model
+        default = info is not None and info.drops_past_thinking
+        return default if self.past_thinking is None else self.past_thinking
+
+    def toggle_past_thinking(self) -> str:
+        """Switch how earlier replies' thinking enters the next prompts; one line for the user."""
+        self.past_thinking = not self.drops_past_thinking
+        self.prepare()
+        if self.past_thinking:
+            return ("Past thinking: as the template renders it (dropped where it drops it): less context, "
+                    "but each reply that thought is read again on the next turn.")
+        return "Past thinking: exact cache (kept as written): every earlier token is reused."
+
+    def past_thinking_label(self) -> str:
+        """The status bar's word on earlier replies' thinking and what it costs, counted on the
+        visible chat: dropped, the last reply that thought is read again next turn (its answer)
+        and its thinking leaves the context; kept, it stays (exact cache, reused)."""
+        info = self.engine.model
+        blocks = [(v, thinking_block(v.tokens or [], v.thinking_opened)) for n in self.conversation.path()
+                  if n.role == "assistant" for v in (n.version,)]
+        blocks = [(v, b) for v, b in blocks if b is not None and b.closed]
+        if not blocks and not (info and (info.supports_thinking or info.opens_thinking or info.drops_past_thinking)):
+            return ""
+        thought = sum(b.end for _v, b in blocks)
+        if not self.drops_past_thinking:
+            return f"past think kept (+{thought} ctx)" if blocks else "past think kept"
+        if not blocks:
+            return "past think dropped"
+        last, block = blocks[-1]
+        return f"past think dropped (re-read {len(last.tokens or []) - block.end}, -{thought} ctx)"
+
+    def history(self, upto: Node | None = None) -> tuple[Message, ...]:
+        """The conversation as the engine gets it (`Conversation.messages`) for the loaded model
+        and the past-thinking choice."""
+        return self.conversation.messages(upto=upto, model=self.model_folder, drop_thinking=self.drops_past_thinking)
+
     # --- turns
 
     def send(self, text: str) -> bool:
@@ -150,7 +193,7 @@ class ChatController:
         and the conversation is as it was)."""
         if not self.can_start:
             return False
-        messages = self.conversation.messages(model=self.model_folder) + (Message("user", text),)
+        messages = self.history() + (Message("user", text),)
 
         def commit() -> Node:
             self.conversation.append(Node("user", [Version(text)]))
@@ -162,7 +205,7 @@ class ChatController:
         path = self.conversation.path()
         if not self.can_start or not path or path[-1].role != "assistant":
             return False
-        return self._begin(self.conversation.messages(upto=path[-1], model=self.model_folder), lambda: path[-1])
+        return self._begin(self.history(upto=path[-1]), lambda: path[-1])
 
     def edit_last_user(self, text: str) -> bool:
         """A new version of the last user message, answered afresh; the old turn stays a branch."""
@@ -174,7 +217,7 @@ class ChatController:
         version stays its branch (flip back to it)."""
         if not self.can_start or user.role != "user" or user not in self.conversation.path():
             return False
-        messages = self.conversation.messages(upto=user, model=self.model_folder) + (Message("user", text),)
+        messages = self.history(upto=user) + (Message("user", text),)
 
         def commit() -> Node:
             child = Node("assistant")
@@ -223,6 +266,9 @@ class ChatController:
             return "Stop the running reply first (Esc)."
         if self.loading:
             return "A model is loading."
+        model = self.engine.model
+        if model is not None and not model.abilities.branching:  # declared at load: refused before a branch exists
+            return model.abilities.reason("branching") or "This engine cannot branch a reply."
         if not old.ids_fit(self.model_folder):  # another model's ids: they would mean other words
             return "This reply came from another model: regenerate it to branch with this one."
         sampled = old.tokens if self.can_start and old.tokens is not None else []
@@ -234,11 +280,11 @@ class ChatController:
                             position + 1, token.entropy, token.candidates)
         tokens = [*sampled[:index], chosen, *after]
         version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder,
-                          thinking=old.thinking)  # the same reply, continued: the same prompt
+                          thinking=old.thinking, thinking_opened=old.thinking_opened)  # the same prompt
         node.add_version(version)
         self.conversation.changed()
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)
-        request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder) + (prefix,),
+        request = GenerateRequest(self.history(upto=node) + (prefix,),
                                   self.params, True)
         self._start(node, version, request)
         return None
@@ -277,13 +323,19 @@ class ChatController:
             return
         node = commit()
         version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder,
-                                           thinking=self.thinking))
+                                           thinking=self.thinking, thinking_opened=self._opens_thinking()))
         self.conversation.changed()
         self._streaming, self._left_out = node, fitted.dropped
         request = GenerateRequest(fitted.messages, self.params, thinking=self.thinking)
         events = self.engine.generate(request)  # asked first: see `_start`
         self._post(msg.GenerationStarted(node, fitted.dropped))
         await self._run(node, version, events)
+
+    def _opens_thinking(self) -> bool:
+        """Whether the next reply's prompt ends inside a <think> (the template opens it, and the
+        switch is not off): the reply then thinks from its first token."""
+        info = self.engine.model
+        return info is not None and info.opens_thinking and self.thinking is not False
 
     @property
     def model_folder(self) -> str | None:
@@ -297,7 +349,7 @@ class ChatController:
         it. Fire and forget: never fails."""
         if not self.can_start or self.engine.model is None:
             return
-        messages = leave_out(self.conversation.messages(model=self.model_folder), self._left_out)
+        messages = leave_out(self.history(), self._left_out)
         if messages and messages[-1].role == "user":  # an unanswered message: its reply comes next
             return
         if messages or draft:

@@ -37,6 +37,7 @@ from engine.core.api import (
 from engine.core.chat.context import fit_turn, left_out_note
 from engine.core.settings import Config, load_config, parse_gguf_threads, printable
 from tui.cli_parser import OneLineParser, UsageError, nonblank
+from engine.core.thinking import holds_thinking
 from tui.headless.output import Printer, progress_printer, say as _say
 from tui.headless.params import add_param_flags, params_from_args
 from tui.headless.previews import PreviewSpec, parse_preview, run_turn_with_previews
@@ -86,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the server's model's tokenizer (folder or repo id), for token-id prompts")
     run.add_argument("--turn-timeout", type=float, metavar="S",
                      help="the longest a reply from a server may take in all (default: [engine] turn_timeout_s)")
+    run.add_argument("--thinking", choices=("on", "off"), help="a reasoning model's thinking switch, where its chat "
+                     "template has one (Qwen3's enable_thinking); default: the template's")
     run.add_argument("--save", action="store_true", help="keep the conversation in the library and say its id")
     run.add_argument("--continue", dest="continue_id", metavar="ID", help="continue a chat from the library "
                      "(its replies as their exact token ids when the model is the same); new turns are saved to it")
@@ -114,6 +117,7 @@ class RunPlan:
     preview: PreviewSpec | None = None
     save: bool = False  # keep the chat in the library (--save, or --continue)
     continue_id: str | None = None
+    thinking: bool | None = None  # --thinking on/off; None: the template's default
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -156,6 +160,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         preview=args.preview,
         save=args.save or args.continue_id is not None,
         continue_id=args.continue_id,
+        thinking=None if args.thinking is None else args.thinking == "on",
     )
 
 
@@ -241,7 +246,7 @@ async def run_conversation(
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
             fitted = await fit_turn(engine, messages, plan.config.chat.context_strategy, plan.params.max_tokens,
-                                    dropped_before=dropped)
+                                    thinking=plan.thinking, dropped_before=dropped)
             if fitted.refusal is not None:  # before the prompt enters the library: nothing to undo
                 raise ContextLimitError(fitted.refusal)
             if fitted.dropped != dropped and fitted.dropped:
@@ -251,13 +256,13 @@ async def run_conversation(
                 _warn_once(err, chat.user(prompt), said)
             printer.started(turn, prompt)
             in_turn = True
-            request = GenerateRequest(fitted.messages, with_seed(plan.params))
+            request = GenerateRequest(fitted.messages, with_seed(plan.params), thinking=plan.thinking)
             if plan.preview is None:
                 done = await _run_turn(engine, request, turn, printer)
             else:
                 done = await run_turn_with_previews(engine, request, turn, printer, plan.preview, plan.config.preview)
             in_turn = False
-            messages.append(Message("assistant", done.text, done.token_ids))
+            messages.append(_reply(done, plan.thinking, info.drops_past_thinking))
             if chat is not None:
                 _warn_once(err, chat.reply(done, request.params, info.path) or chat.problem, said)
     except BaseException as stopped:  # a signal (CancelledError), a failure: keep the reply so far
@@ -268,6 +273,13 @@ async def run_conversation(
         if in_turn:
             engine.cancel()
         await engine.close()
+
+
+def _reply(done: TurnFinished, thinking: bool | None, drop_thinking: bool) -> Message:
+    """The reply as the next turn's history: its exact ids, or as text where the template drops
+    earlier replies' thinking and it thought (the TUI's default: `Conversation.messages`)."""
+    ids = None if drop_thinking and holds_thinking(done.text) else done.token_ids
+    return Message("assistant", done.text, ids, thinking)
 
 
 async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: TextIO, remember: bool) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 from engine.core.api import Message, Role, SamplingParams, TokenEvent, TurnFinished
+from engine.core.thinking import holds_thinking
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class Version:
     # The thinking switch the reply was written under (assistant only; None: the template's
     # default): its generation prompt is rendered so again, keeping the history token-exact.
     thinking: bool | None = None
+    # Not saved: the prompt this reply answers ended inside a <think> block (ModelInfo.opens_thinking),
+    # so it thinks from its first token. Only a streaming reply needs it: a finished one shows its </think>.
+    thinking_opened: bool = False
 
     @property
     def token_ids(self) -> tuple[int, ...]:
@@ -68,14 +72,21 @@ class Version:
     def settle(self, text: str) -> None:
         """Take the finished reply's whole `text`. What the stream held back to the end (the
         bytes of a character the reply was cut inside, ``\\xe4``) joins the last token's text,
-        so the tokens' texts add up to the reply's text: the token view shows all of it."""
+        so the tokens' texts add up to the reply's text: the token view shows all of it. Not when
+        no token has text (`texts_unknown`): the reply is then never glued onto its last token."""
         self.text = text
-        if not self.tokens:
+        if not self.tokens or self.texts_unknown:
             return
         shown = "".join(token.text for token in self.tokens)
         if len(text) > len(shown) and text.startswith(shown):
             last = self.tokens[-1]
             self.tokens[-1] = replace(last, text=last.text + text[len(shown):])
+
+    @property
+    def texts_unknown(self) -> bool:
+        """A reply with text whose tokens carry none: a server that sent bare ids, with no
+        tokenizer here to spell them (engine.remote). Its text is shown whole, beside the tokens."""
+        return bool(self.tokens) and bool(self.text) and not any(t.text for t in self.tokens or ())
 
     def reply_text(self) -> str:
         """The text so far: the joined tokens while streaming, the engine's text once finished."""
@@ -168,11 +179,15 @@ class Conversation:
         index = next(i for i, n in enumerate(path) if n is node)
         return path[index - 1] if index else None
 
-    def messages(self, upto: Node | None = None, model: str | None = None) -> tuple[Message, ...]:
+    def messages(self, upto: Node | None = None, model: str | None = None,
+                 drop_thinking: bool = False) -> tuple[Message, ...]:
         """The engine's view of the path, up to but excluding `upto`, for the model in folder `model`.
 
         A reply enters as its exact token ids only when they are that model's (`ids_fit`);
         otherwise as text, which the engine tokenizes: another model's ids would mean other words.
+        `drop_thinking`: a reply holding a thinking block enters as text, so the engine renders
+        it as the template does (which may drop the thinking: Qwen3's does, as its model card
+        asks) instead of as the exact ids in the cache (reused, thinking kept).
         """
         out = [Message("system", self.system_prompt)] if self.system_prompt else []
         for node in self.path():
@@ -180,6 +195,8 @@ class Conversation:
                 break
             version = node.version
             ids = version.token_ids if version.tokens is not None and version.ids_fit(model) else None
+            if drop_thinking and node.role == "assistant" and holds_thinking(version.reply_text()):
+                ids = None
             out.append(Message(node.role, version.reply_text(), ids, version.thinking))
         return tuple(out)
 

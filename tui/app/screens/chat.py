@@ -106,6 +106,7 @@ class ChatScreen(ConversationActions, PreviewActions):
         bar = self.query_one(StatusBar)
         bar.show_model(event.info)
         bar.thinking = self.controller.thinking
+        bar.past_thinking = self.controller.past_thinking_label()
         demo = self._loading_spec == DEMO_SPEC
         self.query_one(Transcript).welcome_model(None if demo else event.info.name, plain=not event.info.has_chat_template)
         for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
@@ -170,6 +171,7 @@ class ChatScreen(ConversationActions, PreviewActions):
         self._end_stream(event.node)
         bar = self.query_one(StatusBar)
         bar.stats = event.stats
+        bar.past_thinking = self.controller.past_thinking_label()
         bar.state = ("stopped" if event.reason == "cancelled" else "ready") + self._dropped_note()
 
     @on(msg.GenerationFailed)
@@ -349,6 +351,11 @@ class ChatScreen(ConversationActions, PreviewActions):
         """Each reply keeps the switch it was written under; this sets the next ones'."""
         self.notify(self.controller.toggle_thinking())
         self.query_one(StatusBar).thinking = self.controller.thinking
+
+    def action_toggle_past_thinking(self) -> None:
+        """Earlier replies' thinking: exact cache, or as the template renders it (the palette)."""
+        self.notify(self.controller.toggle_past_thinking())
+        self.query_one(StatusBar).past_thinking = self.controller.past_thinking_label()
 
     def action_system_prompt(self) -> None:
         def done(text: str | None) -> None:

@@ -171,7 +171,7 @@ class AssistantView(Vertical):
     def thinking(self) -> ThinkingBlock | None:
         """The reply's leading thinking block (remembered once closed: a flush then costs nothing)."""
         if self._block is None:
-            block = thinking_block(self.tokens)
+            block = thinking_block(self.tokens, self.node.version.thinking_opened)
             self._block = block if block is not None and block.closed and not self.streaming else None
             return block
         return self._block
@@ -235,10 +235,11 @@ class AssistantView(Vertical):
         return index - start >= CHUNK_SOFT and tokens[index - 1].text.endswith("\n")
 
     def _show_text_only(self) -> None:
-        """A reply saved without its tokens (a file may hold one) shows its text, highlighted the
-        same way, in a plain Static: there are no tokens to inspect."""
+        """A reply saved without its tokens (a file may hold one), or whose tokens' texts are
+        unknown (`Version.texts_unknown`), shows its text, highlighted the same way, in a plain
+        Static: no token has text to lay out."""
         version = self.node.version
-        if version.tokens is not None or not version.text:
+        if (version.tokens is not None and not version.texts_unknown) or not version.text:
             if self._text_only is not None:
                 self._text_only.remove()
                 self._text_only = None
