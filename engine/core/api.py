@@ -73,6 +73,8 @@ import threading
 from dataclasses import dataclass, field, fields, replace
 from typing import AsyncGenerator, Literal, Protocol, Sequence, runtime_checkable
 
+from engine.core import params as _param_table
+
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length", "cancelled"]
 
@@ -127,20 +129,8 @@ def _short(value: object) -> str:
     return text if len(text) <= 24 else text[:21] + "..."
 
 
-# name -> (lowest, highest, type). The single source of truth for validation, the CLI and the TUI.
-PARAM_LIMITS: dict[str, tuple[float, float, type]] = {
-    "temperature": (0.0, 5.0, float),
-    "top_k": (0, 1_000_000, int),
-    "top_p": (0.0, 1.0, float),
-    "min_p": (0.0, 1.0, float),
-    "repetition_penalty": (0.5, 3.0, float),
-    "repetition_context_size": (0, 1_000_000, int),
-    "presence_penalty": (-5.0, 5.0, float),
-    "frequency_penalty": (-5.0, 5.0, float),
-    "seed": (0, 2**63 - 1, int),
-    "max_tokens": (1, 1_000_000, int),
-    "candidates": (0, 100, int),
-}
+# name -> (lowest, highest, type), derived from the one table (`engine.core.params`).
+PARAM_LIMITS: dict[str, tuple[float, float, type]] = _param_table.limits()
 
 
 @dataclass(frozen=True)

@@ -7,26 +7,11 @@ are the only ones; a step that would leave them clamps, a typed value outside th
 from __future__ import annotations
 
 from engine.core.api import PARAM_LIMITS, ParamError, SamplingParams
+from engine.core.params import BY_NAME, off_values, panel_params
 
-# The parameters the panel shows, in order, with a short label.
-PANEL_PARAMS: tuple[tuple[str, str], ...] = (
-    ("temperature", "temperature"),
-    ("top_p", "top-p"),
-    ("top_k", "top-k"),
-    ("min_p", "min-p"),
-    ("repetition_penalty", "rep. penalty"),
-    ("max_tokens", "max tokens"),
-    ("candidates", "candidates"),
-    ("seed", "seed"),
-)
-
-# Fine linear steps for floats; ladders for ints whose useful values span orders of magnitude.
-_FLOAT_STEPS = {"temperature": 0.1, "top_p": 0.05, "min_p": 0.01, "repetition_penalty": 0.05}
-_LADDERS = {
-    "top_k": (0, 1, 2, 3, 5, 10, 20, 40, 50, 100, 200, 500, 1000),
-    "max_tokens": (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
-    "candidates": tuple(range(0, 21)),
-}
+# The parameters the panel shows, in order, with a short label (from the one table).
+PANEL_PARAMS: tuple[tuple[str, str], ...] = panel_params()
+_OFF = off_values()
 
 
 def _ladder_step(ladder: tuple[int, ...], value: int, direction: int) -> int:
@@ -44,10 +29,12 @@ def step_param(params: SamplingParams, name: str, direction: int) -> SamplingPar
         new: object = (0 if direction > 0 else None) if value is None else value + direction
         if isinstance(new, int) and new < 0:
             new = None  # below 0 means "a fresh random seed each turn"
-    elif name in _LADDERS:
-        new = _ladder_step(_LADDERS[name], value, direction)
+    elif (ladder := BY_NAME[name].ladder) is not None:
+        new = _ladder_step(ladder, value, direction)
     else:
-        new = round(min(high, max(low, value + direction * _FLOAT_STEPS[name])), 4)
+        step = BY_NAME[name].step
+        assert step is not None, f"{name} has neither a step nor a ladder in engine.core.params"
+        new = round(min(high, max(low, value + direction * step)), 4)
     return params.with_changes(**{name: new})
 
 
@@ -68,11 +55,10 @@ def parse_param(params: SamplingParams, name: str, text: str) -> SamplingParams:
 def format_param(params: SamplingParams, name: str) -> str:
     """The value as the panel shows it (with what 'off' means where it applies)."""
     value = getattr(params, name)
-    off = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
     if name == "seed" and value is None:
         return "random"
     text = f"{value:.2f}" if isinstance(value, float) else str(value)
-    return f"{text} (off)" if name in off and value == off[name] else text
+    return f"{text} (off)" if name in _OFF and value == _OFF[name] else text
 
 
 def apply_preset(params: SamplingParams, preset: dict[str, int | float | None]) -> SamplingParams:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.api import EngineError, Message, SamplingParams
+from engine.core.params import wire_optional
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,10 @@ def sampling_fields(params: SamplingParams, top_n: int, kind: str = "") -> dict[
                             "logprobs": True}
     if top_n > 0:
         body["top_logprobs"] = top_n
-    optional = {"top_k": (params.top_k, 0), "top_p": (params.top_p, 1.0), "min_p": (params.min_p, 0.0),
-                "repetition_penalty": (params.repetition_penalty, 1.0),
-                "presence_penalty": (params.presence_penalty, 0.0),
-                "frequency_penalty": (params.frequency_penalty, 0.0), "seed": (params.seed, None)}
-    body.update({name: value for name, (value, off) in optional.items() if value != off})
+    for name, (wire, off) in wire_optional().items():
+        value = getattr(params, name)
+        if value != off:
+            body[wire] = value
     body.update(_dialect(kind, params))
     return body
 

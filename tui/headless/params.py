@@ -11,21 +11,10 @@ import argparse
 from typing import Callable, Mapping
 
 from engine.core.api import PARAM_LIMITS, ParamError, SamplingParams
+from engine.core.params import flags
 
-# flag -> SamplingParams field (the flag names users know from mlx-lm and llama.cpp)
-PARAM_FLAGS: Mapping[str, str] = {
-    "--temp": "temperature",
-    "--top-k": "top_k",
-    "--top-p": "top_p",
-    "--min-p": "min_p",
-    "--repetition-penalty": "repetition_penalty",
-    "--repetition-context-size": "repetition_context_size",
-    "--presence-penalty": "presence_penalty",
-    "--frequency-penalty": "frequency_penalty",
-    "--seed": "seed",
-    "--max-tokens": "max_tokens",
-    "--candidates": "candidates",
-}
+# flag -> SamplingParams field (the flag names users know from mlx-lm and llama.cpp), from the one table
+PARAM_FLAGS: Mapping[str, str] = flags()
 
 
 def _number_type(kind: type) -> Callable[[str], int | float]:

@@ -42,10 +42,10 @@ class ParamsPanel(Widget, can_focus=True):
         table.add_column(justify="right")
         table.add_column(style="dim")  # "(off)" in a column of its own: the values never move
         for i, (name, label) in enumerate(PANEL_PARAMS):
-            key = PARAM_KEYS[name]
+            key = PARAM_KEYS.get(name)
             style = "reverse" if i == self.selected and self.has_focus else ""
             value, _, note = format_param(self.params, name).partition(" (")
-            table.add_row(f"{key}/{key.upper()}", Text(label, style=style), value, f"({note}" if note else "")
+            table.add_row(f"{key}/{key.upper()}" if key else "", Text(label, style=style), value, f"({note}" if note else "")
         return table
 
     @property
