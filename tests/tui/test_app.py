@@ -14,7 +14,7 @@ from textual.widgets import DataTable
 from engine.core.api import SamplingParams
 from engine.scripted import ScriptedEngine, ScriptedToken
 from tui_helpers import SIZE, palette_run, screen_text, send, start_reply, wait_idle
-from tui import messages as msg
+from tui.app import messages as msg
 from tui.app.application import LogitscopeApp
 from tui.app.bindings import PARAM_KEYS, binding_ids
 from engine.core.param_steps import PANEL_PARAMS, step_param

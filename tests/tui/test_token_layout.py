@@ -17,7 +17,7 @@ from textual.visual import RenderOptions, Visual
 
 from engine.core.api import TokenEvent
 from engine.scripted import ScriptedEngine
-from tui import messages as msg
+from tui.app import messages as msg
 from tui.app.widgets import token_chunk, token_layout
 from tui.app.widgets.message_views import AssistantView
 from tui.app.widgets.markdown_marks import markdown_marks

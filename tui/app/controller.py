@@ -26,7 +26,7 @@ from engine.core.api import (
     TokenEvent,
     TurnFinished,
 )
-from tui import messages as msg
+from tui.app import messages as msg
 from engine.core.chat.context import fit, leave_out
 from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
 

@@ -24,7 +24,7 @@ from typing import Any
 from textual.message import Message as TextualMessage
 
 from engine.core.library import Library, LibraryError, import_legacy
-from tui import messages as msg
+from tui.app import messages as msg
 from engine.core.chat.conversation import Conversation, Node
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from engine.core.api import ParamError, SamplingParams
 from engine.models import DEMO_SPEC
 from engine.core.settings import Config
-from tui import messages as msg
+from tui.app import messages as msg
 from tui.app.bindings import bindings_for
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
