@@ -101,11 +101,35 @@ class SamplingParams:
     seed: int | None = None  # None = a fresh random seed per turn
     max_tokens: int = 512
     candidates: int = 10  # top-N alternatives per token; 0 = off
+    # The samplers beyond the classic ones, with llama.cpp's names and defaults (`engine.core.params`).
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias); a bias of -100 bans the token
+    dry_multiplier: float = 0.0  # 0 = off
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = 64  # -1 = the whole conversation
+    dry_sequence_breakers: tuple[str, ...] = ("\n", ":", "\"", "*")
+    top_n_sigma: float = 0.0  # 0 = off
+    typical_p: float = 1.0  # 1 = off
+    xtc_probability: float = 0.0  # 0 = off
+    xtc_threshold: float = 0.1  # above 0.5: off
+    dynatemp_range: float = 0.0  # 0 = off
+    dynatemp_exponent: float = 1.0
+    mirostat: int = 0  # 0 = off, 2 = mirostat v2 (replaces the filters and the draw)
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
+    samplers: tuple[str, ...] = _param_table.LLAMA_CPP_ORDER  # the chain's order (llama.cpp's names)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "seed" and value is None:
+                continue
+            check = _param_table.BY_NAME[f.name].check
+            if check is not None:  # list-valued: its own rules, stored as tuples (hashable, frozen)
+                try:
+                    object.__setattr__(self, f.name, check(value))
+                except ValueError as error:
+                    raise ParamError(f"{f.name} {error}") from None
                 continue
             low, high, kind = PARAM_LIMITS[f.name]
             if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
@@ -117,6 +141,8 @@ class SamplingParams:
                     raise ParamError(f"{f.name} must be a finite number, got {_short(value)}")
             if not low <= value <= high:
                 raise ParamError(f"{f.name} must be between {low} and {high}, got {_short(value)}")
+        if self.mirostat == 1:
+            raise ParamError("mirostat 1 is not offered: 2 is mirostat v2, 0 is off")
 
     def with_changes(self, **changes: object) -> "SamplingParams":
         """A validated copy with some fields changed (raises `ParamError` on a bad value)."""

@@ -27,6 +27,9 @@ import numpy as np
 
 from engine.core.api import SamplingParams
 from engine.local.sampling import Plan, make_plan, next_uniform, turn_seed
+from engine.local.stages import NumpyPenalties, inverse_cdf, make_numpy_penalties, shortlist
+
+__all__ = ["Draw", "NumpyPenalties", "NumpySampler", "inverse_cdf", "make_numpy_penalties", "shortlist", "statistics"]
 
 F32 = np.float32
 
@@ -50,67 +53,6 @@ class Draw:
     total: np.float32
     on_shortlist: bool
     position: int  # the token's place in `ids` when `on_shortlist`
-
-
-def shortlist(x: np.ndarray, size: int) -> np.ndarray:
-    """Ids of the `size` largest values of `x`, largest first (ties: lower id first)."""
-    vocab = x.shape[0]
-    if size >= vocab:
-        return np.argsort(-x, kind="stable")
-    part = np.argpartition(x, vocab - size)[vocab - size:]
-    part.sort()  # id order first, so the stable sort below breaks ties by id
-    return part[np.argsort(-x[part], kind="stable")]
-
-
-def inverse_cdf(weights: np.ndarray, u: np.float32) -> int:
-    """The index drawn with probability weights/sum(weights) from one uniform `u` (as MLX's
-    `_inverse_cdf`: the first index whose cumulative weight exceeds ``u * total``).
-
-    The weights are >= 0, so the running sum never decreases and counting the entries
-    ``<= u * total`` is a binary search (NaN weights give some index: the turn refuses the row)."""
-    cdf = np.cumsum(weights, dtype=F32)
-    index = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
-    return min(index, weights.shape[0] - 1)
-
-
-class NumpyPenalties:
-    """Repetition, presence and frequency penalties over the context window (`engine.local.penalties`)."""
-
-    def __init__(self, params: SamplingParams) -> None:
-        self.window = params.repetition_context_size
-        self.repetition = F32(params.repetition_penalty)
-        self.presence = F32(params.presence_penalty)
-        self.frequency = F32(params.frequency_penalty)
-        self.on = (params.repetition_penalty != 1.0, params.presence_penalty != 0.0,
-                   params.frequency_penalty != 0.0)
-
-    def __call__(self, logits: np.ndarray, context: np.ndarray) -> np.ndarray:
-        """Penalised float32 logits (a new array); `context` holds ids, newest last."""
-        if context.size == 0:
-            return logits.copy()
-        vocab = logits.shape[0]
-        ids = context[-self.window:].astype(np.int64)
-        ids = ids[(ids >= 0) & (ids < vocab)]  # out-of-vocabulary ids are dropped, as in MLX's spill slot
-        counts = np.bincount(ids, minlength=vocab).astype(F32)
-        seen = counts > 0
-        repetition, presence, frequency = self.on
-        if repetition:
-            scaled = np.where(logits < 0, logits * self.repetition, logits / self.repetition)
-            logits = np.where(seen, scaled, logits)
-        if presence:
-            logits = logits - self.presence * seen.astype(F32)
-        if frequency:
-            logits = logits - self.frequency * counts
-        return logits  # a new array: at least one penalty is on (`make_numpy_penalties`)
-
-
-def make_numpy_penalties(params: SamplingParams) -> NumpyPenalties | None:
-    """The penalty step for these parameters, or None when every penalty is off (as `make_penalties`)."""
-    if params.repetition_context_size == 0 or not (
-        params.repetition_penalty != 1.0 or params.presence_penalty != 0.0 or params.frequency_penalty != 0.0
-    ):
-        return None
-    return NumpyPenalties(params)
 
 
 class NumpySampler:
