@@ -17,6 +17,9 @@ import numpy as np
 import pytest
 
 from engine.core.api import SamplingParams
+from engine.core.params import LOGITSCOPE_ORDER
+
+MIXED = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "temperature", "min_p", "xtc")
 from engine.gguf.sampler import NumpySampler, shortlist, statistics
 from engine.local.sampling import HEADER, LiveSampler, SMALL_VOCAB
 
@@ -34,6 +37,12 @@ PARAMS = {
     "penalties": SamplingParams(temperature=0.8, repetition_penalty=1.3, presence_penalty=0.4,
                                 frequency_penalty=0.2, repetition_context_size=16),
     "greedy + repetition": SamplingParams(temperature=0.0, repetition_penalty=1.5),
+    # the order: logitscope's (the filters read the tempered distribution), and a mixed one
+    "top-k + top-p, logitscope order": SamplingParams(temperature=0.9, top_k=40, top_p=0.6, samplers=LOGITSCOPE_ORDER),
+    "top-p + min-p, logitscope order": SamplingParams(temperature=0.7, top_p=0.95, min_p=0.02, samplers=LOGITSCOPE_ORDER),
+    "top-p + min-p, mixed order": SamplingParams(temperature=0.7, top_p=0.95, min_p=0.02, samplers=MIXED),
+    "top-k + top-p + min-p, mixed order": SamplingParams(temperature=1.4, top_k=50, top_p=0.9, min_p=0.05,
+                                                         samplers=MIXED),
 }
 
 

@@ -98,13 +98,16 @@ class NumpySampler:
         ids = shortlist(x, plan.shortlist)
         x_list = x[ids]
         w = np.exp((x_list - x_list[0]) * self._inv_temp)
+        reads_t1 = (plan.top_p and not plan.scaled_top_p) or (plan.min_p and not plan.scaled_min_p)
+        unscaled = np.exp(x_list - x_list[0]) if reads_t1 else w
         keep = np.arange(w.shape[0]) < self.params.top_k
         if plan.top_p:
-            cum = np.cumsum(np.where(keep, w, F32(0)), dtype=F32)
+            v = w if plan.scaled_top_p else unscaled
+            cum = np.cumsum(np.where(keep, v, F32(0)), dtype=F32)
             crossing = int(np.count_nonzero(cum < F32(self.params.top_p) * cum[-1]))
-            keep &= w >= w[min(crossing, w.shape[0] - 1)]
+            keep &= v >= v[min(crossing, w.shape[0] - 1)]
         if plan.min_p:
-            keep &= w >= F32(self.params.min_p)
+            keep &= (w if plan.scaled_min_p else unscaled) >= F32(self.params.min_p)
         q = np.where(keep, w, F32(0))
         position = inverse_cdf(q, u)
         return Draw(int(ids[position]), x, plan, ids, q, q.sum(dtype=F32), True, position)
@@ -112,16 +115,37 @@ class NumpySampler:
     def _draw_full(self, x: np.ndarray, u: np.float32, plan: Plan) -> Draw:
         """No top-k: filter and draw over the whole vocabulary, in id order (MLX's `_draw_full`)."""
         ids = shortlist(x, plan.shortlist) if plan.top_p else None  # else `statistics` makes it
-        es = np.exp((x - x.max()) * self._inv_temp)  # p / p_max of the temperature-scaled distribution
-        threshold: np.float32 | None = None
-        if plan.top_p:
-            assert ids is not None
-            threshold = self._top_p_threshold(es, ids, plan)
-        if plan.min_p:
-            min_p = F32(self.params.min_p)
-            threshold = min_p if threshold is None else max(threshold, min_p)
-        q = es if threshold is None else np.where(es >= threshold, es, F32(0))
+        xm = x - x.max()
+        if not (plan.top_p or plan.min_p) or plan.scaled_top_p and plan.scaled_min_p:
+            es = np.exp(xm * self._inv_temp)  # p / p_max of the temperature-scaled distribution
+            keep = self._keep(es, es, ids, plan)
+            q = es if keep is None else np.where(keep, es, F32(0))
+        elif not (plan.scaled_top_p or plan.scaled_min_p):  # the filters read temperature 1
+            e = np.exp(xm)  # one exp over the vocabulary; the scaled one over the kept tokens only
+            keep = self._keep(e, e, ids, plan)
+            kept = np.flatnonzero(keep)
+            q = np.zeros_like(e)
+            q[kept] = e[kept] if self._inv_temp == 1 else np.exp(xm[kept] * self._inv_temp)
+        else:  # one filter on each side of the temperature
+            e, es = np.exp(xm), np.exp(xm * self._inv_temp)
+            keep = self._keep(es if plan.scaled_top_p else e, es if plan.scaled_min_p else e, ids, plan)
+            q = np.where(keep, es, F32(0))
         return Draw(inverse_cdf(q, u), x, plan, ids, q, q.sum(dtype=F32), False, 0)
+
+    def _keep(self, top_source: np.ndarray, min_source: np.ndarray, ids: np.ndarray | None, plan: Plan) -> np.ndarray | None:
+        """Which tokens top-p and min-p keep (None: both off), each reading its source (``p / p_max``
+        scaled or at temperature 1, as the order says); one source: one threshold (MLX's `_draw_full`)."""
+        if top_source is min_source:
+            threshold: np.float32 | None = None
+            if plan.top_p:
+                assert ids is not None
+                threshold = self._top_p_threshold(top_source, ids, plan)
+            if plan.min_p:
+                min_p = F32(self.params.min_p)
+                threshold = min_p if threshold is None else max(threshold, min_p)
+            return None if threshold is None else top_source >= threshold
+        assert ids is not None
+        return (top_source >= self._top_p_threshold(top_source, ids, plan)) & (min_source >= F32(self.params.min_p))
 
     def _top_p_threshold(self, es: np.ndarray, ids: np.ndarray, plan: Plan) -> np.float32:
         """The smallest relative weight top-p keeps, from the short list when its mass suffices,

@@ -57,6 +57,16 @@ def running_entropy(probs: np.ndarray) -> np.float32:
     return F32(-np.cumsum(terms, dtype=F32)[-1]) if terms.shape[0] else F32(0)
 
 
+def shortlist(x: np.ndarray, size: int) -> np.ndarray:
+    """Ids of the `size` largest values of `x`, largest first (ties: lower id first)."""
+    vocab = x.shape[0]
+    if size >= vocab:
+        return np.argsort(-x, kind="stable")
+    part = np.argpartition(x, vocab - size)[vocab - size:]
+    part.sort()  # id order first, so the stable sort below breaks ties by id
+    return part[np.argsort(-x[part], kind="stable")]
+
+
 def keep_only(x: np.ndarray, kept: np.ndarray) -> np.ndarray:
     """`x` with every token but `kept` at -inf."""
     out = np.full_like(x, NEG_INF)
