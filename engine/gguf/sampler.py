@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.core.api import SamplingParams
+from engine.local.chain import ExtendedChain, TokenVocab, needs_extended
 from engine.local.sampling import Plan, make_plan, next_uniform, turn_seed
 from engine.local.stages import NumpyPenalties, inverse_cdf, make_numpy_penalties, shortlist
 
@@ -60,10 +61,13 @@ class NumpySampler:
     generator per turn, one uniform number drawn per token (greedy or not, so a mid-turn switch
     keeps the sequence the MLX engine would use)."""
 
-    def __init__(self, vocab_size: int, params: SamplingParams, seed: int | None) -> None:
+    def __init__(self, vocab_size: int, params: SamplingParams, seed: int | None, vocab: TokenVocab | None = None) -> None:
+        """`vocab`: the tokenizer's view DRY's sequence breakers need (None: no breakers)."""
         self.vocab_size = vocab_size
         self.seed = turn_seed(seed)
         self._uniform = random.Random(self.seed)
+        self._vocab = vocab
+        self._chain: ExtendedChain | None = None
         self.set_params(params)
 
     def set_params(self, params: SamplingParams) -> None:
@@ -72,16 +76,29 @@ class NumpySampler:
         self.plan = make_plan(params, self.vocab_size)
         self._inv_temp = F32(1.0 / params.temperature if params.temperature > 0 else 0.0)
         self._penalties = make_numpy_penalties(params)
+        self.extended = needs_extended(params)  # the MLX sampler's switch, so both run the same chain
+        if self.extended and self._chain is None:
+            self._chain = ExtendedChain(params, self.vocab_size, self.seed, self._vocab)
+        elif self._chain is not None:
+            self._chain.set_params(params)
 
     @property
     def uses_context(self) -> bool:
-        """Whether `choose` reads its context (only the penalties do)."""
+        """Whether `choose` reads its context (the penalties, DRY)."""
+        if self.extended:
+            assert self._chain is not None
+            return self._chain.uses_context
         return self._penalties is not None
 
     def choose(self, logits: np.ndarray, context: np.ndarray | None) -> Draw:
         """The next token from one position's float32 logits (which may be llama.cpp's buffer:
         the draw keeps its own copy)."""
         u = F32(next_uniform(self._uniform))  # the MLX sampler's draw
+        if self.extended:
+            assert self._chain is not None
+            chained = self._chain.choose(logits, context, float(u))
+            return Draw(chained.token, chained.raw, self.plan, None, chained.weights,
+                        F32(1) if chained.weights is None else chained.weights.sum(dtype=F32), False, 0)
         if self._penalties is not None:
             assert context is not None, "penalties need the context (see `uses_context`)"
             x = self._penalties(logits, context)

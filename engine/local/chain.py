@@ -77,6 +77,14 @@ def context_window(params: SamplingParams) -> int | None:
     return max(windows, default=0)
 
 
+def recent_ids(tokens: Sequence[int], params: SamplingParams) -> list[int]:
+    """The tail of `tokens` the chain looks back over (`context_window`), as a list."""
+    window = context_window(params)
+    if window is None:
+        return list(tokens)
+    return list(tokens[-window:]) if window else []
+
+
 @dataclass
 class ChainDraw:
     """One token chosen by the chain, with what the statistics and the stage view need."""
@@ -105,6 +113,11 @@ class ExtendedChain:
             self.mu = 2.0 * params.mirostat_tau
         self.params = params
         self._penalties = make_numpy_penalties(params)
+
+    @property
+    def uses_context(self) -> bool:
+        """Whether `choose` reads the context (penalties or DRY on)."""
+        return penalties_on(self.params) or dry_on(self.params)
 
     def breakers(self) -> dict[int, list[tuple[int, ...]]]:
         """DRY's processed sequence breakers, computed once per list (a pass over the vocabulary)."""
@@ -141,6 +154,8 @@ class ExtendedChain:
         steps: list[tuple[str, np.ndarray]] | None = [] if trace else None
         chance = self._xtc.random() if xtc_on(p) else 1.0  # one coin per token while XTC is on
         raw = self.modifiers(logits, context, steps)
+        if not np.isfinite(raw).any() or np.isnan(raw).any() or np.isposinf(raw).any():
+            return ChainDraw(int(np.argmax(raw)), raw, None, steps or [])  # not a distribution: the turn refuses it
         if p.temperature == 0.0 and p.mirostat != 2:  # greedy: the most likely raw token (lowest id on ties)
             token = int(np.argmax(raw))
             return ChainDraw(token, raw, None, steps or [])

@@ -49,8 +49,10 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import mlx.core as mx
+import numpy as np
 
 from engine.core.api import SamplingParams
+from engine.local.chain import ExtendedChain, TokenVocab, needs_extended, packed_row
 from engine.local.penalties import make_penalties
 
 # Short-list size for top-p without top-k: the share of steps needing the full sort shrinks with it.
@@ -329,15 +331,18 @@ class LiveSampler:
 
     def __init__(
         self, vocab_size: int, params: SamplingParams, seed: int | None, *, compiled: bool | None = None,
-        exp: Callable[[mx.array], mx.array] = mx.exp,
+        exp: Callable[[mx.array], mx.array] = mx.exp, vocab: TokenVocab | None = None,
     ) -> None:
         """`compiled`: trace the core with `mx.compile` (None: see `_compile_by_default`); `exp`:
-        the exponential for non-positive exponents (the CPU speed layer passes a faster one)."""
+        the exponential for non-positive exponents (the CPU speed layer passes a faster one);
+        `vocab`: the tokenizer's view DRY's sequence breakers need (None: no breakers)."""
         self.vocab_size = vocab_size
         use_compile = _compile_by_default() if compiled is None else compiled
         self._core = _compiled_core(exp) if use_compile else functools.partial(_core, exp=exp)
         self.seed = turn_seed(seed)
         self._uniform = random.Random(self.seed)
+        self._vocab = vocab
+        self._chain: ExtendedChain | None = None  # made when a stage beyond the classic graph is first on
         self.set_params(params)
 
     def set_params(self, params: SamplingParams) -> None:
@@ -350,10 +355,18 @@ class LiveSampler:
         self._top_p = mx.array([params.top_p], dtype=mx.float32)
         self._min_p = mx.array([params.min_p], dtype=mx.float32)
         self._penalties = make_penalties(params)
+        self.extended = needs_extended(params)
+        if self.extended and self._chain is None:
+            self._chain = ExtendedChain(params, self.vocab_size, self.seed, self._vocab)
+        elif self._chain is not None:
+            self._chain.set_params(params)  # kept while off too: mirostat's mu lives on
 
     @property
     def uses_context(self) -> bool:
-        """Whether `step` reads `context` (only the penalties do), so callers can skip building it."""
+        """Whether `step` reads `context` (the penalties, DRY), so callers can skip building it."""
+        if self.extended:
+            assert self._chain is not None
+            return self._chain.uses_context
         return self._penalties is not None
 
     def step(self, logits: mx.array, context: mx.array | None) -> tuple[mx.array, mx.array]:
@@ -364,6 +377,8 @@ class LiveSampler:
         Row layout: [id, logprob, sampled_prob, rank, entropy, ids(N), logprobs(N), sampled(N)],
         N = min(candidates, vocab).
         """
+        if self.extended:
+            return self._extended_step(logits, context)
         x = logits.astype(mx.float32).reshape(-1)
         if self._penalties is not None:
             assert context is not None, "penalties need the context (see `uses_context`)"
@@ -372,6 +387,16 @@ class LiveSampler:
         return self._core(
             x, u, self._inv_temp, self._top_k, self._top_p, self._min_p, plan=self.plan
         )
+
+    def _extended_step(self, logits: mx.array, context: mx.array | None) -> tuple[mx.array, mx.array]:
+        """The extended chain (`engine.local.chain`) on the host: the logits are read back now
+        (no pipelining while such a stage is on), the token and the row go back as arrays."""
+        assert self._chain is not None
+        x = np.array(logits.astype(mx.float32).reshape(-1))
+        ids = None if context is None else np.array(context).reshape(-1)
+        draw = self._chain.choose(x, ids, next_uniform(self._uniform))
+        row = packed_row(draw, self.params.candidates)
+        return mx.array([draw.token], dtype=mx.int32), mx.array(row, dtype=mx.float32)
 
     @staticmethod
     def unpack(row: list[float], n_candidates: int) -> TokenStats:
