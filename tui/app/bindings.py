@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from textual.binding import Binding, BindingType
 
-from engine.core.param_steps import PANEL_PARAMS
+from engine.core.param_steps import ALL_PARAMS
 from engine.core.params import keys
 
 # (where, id, key, action, description, tooltip, show in footer, priority)
@@ -124,7 +124,7 @@ def _choose_specs() -> tuple[_Spec, ...]:
 def _param_specs() -> tuple[_Spec, ...]:
     """Two bindings per parameter, named param.<name>.down / .up."""
     out = []
-    for name, label in PANEL_PARAMS:
+    for name, label in ALL_PARAMS:
         key = PARAM_KEYS.get(name)
         if key is None:
             continue  # set from the palette only

@@ -17,7 +17,8 @@ from textual.content import Content
 
 from engine.core.settings import printable
 from tui.app.bindings import ALL_SPECS
-from engine.core.param_steps import PANEL_PARAMS
+from engine.core.param_steps import ALL_PARAMS
+from engine.core.params import ORDERS
 from tui.app.screens.help import key_display
 
 # Key-only bindings that make no sense from a palette (they act on a focused widget).
@@ -45,8 +46,11 @@ class LogitscopeCommands(Provider):
         for fmt, what in (("md", "Markdown (the visible branch)"), ("json", "JSON (every branch, token and candidate)")):
             out.append((f"Export chat as {what.split()[0]}", partial(app.action_export_chat, fmt),
                         f"Write the chat as {what} to the exports folder"))
-        for name, label in PANEL_PARAMS:
+        for name, label in ALL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
+        for order in ORDERS:
+            out.append((f"Sampler order: {order}", partial(chat.set_order, order),
+                        f"Run the chain in {order}'s order: {' → '.join(ORDERS[order])}"))
         for preset in chat.config.presets:
             out.append((f"Preset: {printable(preset)}", partial(chat.apply_preset, preset), "Apply this preset"))
         for theme in sorted(app.available_themes):

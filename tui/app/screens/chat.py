@@ -21,7 +21,7 @@ from tui.app import messages as msg
 from tui.app.bindings import bindings_for
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
-from engine.core.param_steps import PANEL_PARAMS, apply_preset, format_param, parse_param, step_param
+from engine.core.param_steps import LABELS, apply_preset, format_param, parse_param, step_param, typed_value
 from tui.app.previews import Previews
 from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_previews import PreviewActions
@@ -40,6 +40,15 @@ from tui.app.widgets.transcript import Transcript
 
 PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a streaming reply
 HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
+
+
+_HINTS = {
+    "seed": "empty or 'random' = a fresh seed each turn",
+    "logit_bias": "ID=BIAS, ID=BIAS (-100 to 100; 'ban' = -100); empty: no biases",
+    "dry_sequence_breakers": "comma-separated; \\n = line break, \\, = comma; 'none': no breakers",
+    "samplers": "llama.cpp, mlx-lm, logitscope, or stage names joined by ';'",
+    "mirostat": "0 = off, 2 = mirostat v2",
+}
 
 
 class ChatScreen(ConversationActions, PreviewActions):
@@ -282,8 +291,13 @@ class ChatScreen(ConversationActions, PreviewActions):
         terminal showing the other panel) a short note says what changed: never silently."""
         self.set_params(step_param(self.controller.params, name, direction))
         if not self.query_one(ParamsPanel).region.area:
-            label = dict(PANEL_PARAMS).get(name, name)
+            label = LABELS.get(name, name)
             self.notify(f"{label} {format_param(self.controller.params, name)}", timeout=2)
+
+    def set_order(self, order: str) -> None:
+        """The chain's order from the palette (a preset of `engine.core.params.ORDERS`)."""
+        self.set_params(self.controller.params.with_changes(samplers=order))
+        self.notify(f"Sampler order: {order}", timeout=2)
 
     def edit_param(self, name: str) -> None:
         """Ask for an exact value; a value outside the limits is refused in the dialog."""
@@ -298,10 +312,9 @@ class ChatScreen(ConversationActions, PreviewActions):
             if text is not None:
                 self.set_params(parse_param(self.controller.params, name, text))
 
-        current = getattr(self.controller.params, name)
-        hint = "empty or 'random' = a fresh seed each turn" if name == "seed" else ""
-        label = dict(PANEL_PARAMS).get(name, name)  # as the panel names it: top-p, not top_p
-        self.app.push_screen(ValueDialog(f"Set {label}", "" if current is None else str(current), validate, hint),
+        hint = _HINTS.get(name, "")
+        label = LABELS.get(name, name)  # as the panel names it: top-p, not top_p
+        self.app.push_screen(ValueDialog(f"Set {label}", typed_value(self.controller.params, name), validate, hint),
                              done)
 
     def action_next_preset(self) -> None:
