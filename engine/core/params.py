@@ -181,7 +181,7 @@ PARAMS: tuple[Param, ...] = (
     Param("candidates", int, 0, 100, None, "candidates", "--candidates", "c", ladder=tuple(range(0, 21))),
     Param("seed", int, 0, 2**63 - 1, None, "seed", "--seed", "s", wire="seed"),
     # The samplers beyond the classic ones (llama.cpp's names and defaults); in the panel while on.
-    Param("logit_bias", tuple, 0, 0, (), "logit bias", "--logit-bias", panel=False, wire="logit_bias",
+    Param("logit_bias", tuple, 0, 0, (), "logit bias", "--logit-bias", panel=False,
           check=_check_bias, parse=_parse_bias, show=_show_bias, append=True),
     Param("dry_multiplier", float, 0.0, 5.0, 0.0, "DRY multiplier", "--dry-multiplier", "d", step=0.1,
           panel=False),
@@ -193,8 +193,7 @@ PARAMS: tuple[Param, ...] = (
     Param("dry_sequence_breakers", tuple, 0, 0, None, "DRY breakers", "--dry-sequence-breaker", panel=False,
           check=_check_breakers, parse=_parse_breakers, show=_show_breakers, append=True),
     Param("top_n_sigma", float, 0.0, 10.0, 0.0, "top-nσ", "--top-n-sigma", "g", step=0.1, panel=False),
-    Param("typical_p", float, 0.0, 1.0, 1.0, "typical-p", "--typical", "a", step=0.05, wire="typical_p",
-          panel=False),
+    Param("typical_p", float, 0.0, 1.0, 1.0, "typical-p", "--typical", "a", step=0.05, panel=False),
     Param("xtc_probability", float, 0.0, 1.0, 0.0, "XTC probability", "--xtc-probability", "v", step=0.05,
           panel=False),
     Param("xtc_threshold", float, 0.0, 1.0, None, "XTC threshold", "--xtc-threshold", step=0.01, panel=False),
