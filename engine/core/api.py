@@ -35,20 +35,23 @@ boundaries instead of reading the history again.
 
 For every generated token the engine computes, from the model's logits at that position:
 
-- **raw distribution** ``p_raw``: ``softmax(logits after penalties)`` at temperature 1, before any
-  filter. ``logprob`` values are ``log p_raw`` (natural log). Penalties (repetition, presence,
-  frequency) are part of "raw" because they change what the model is asked to predict.
+- **raw distribution** ``p_raw``: ``softmax(logits after the modifiers)`` at temperature 1, before
+  any filter. ``logprob`` values are ``log p_raw`` (natural log). The modifiers (logit bias,
+  repetition/presence/frequency penalties, DRY) are part of "raw" because they change what the
+  model is asked to predict.
 - **sampled distribution** ``p_sampled``: the distribution the token was actually drawn from:
-  ``p_raw`` with temperature applied, then top-k, top-p and min-p filters, renormalised. Tokens
-  a filter removed have ``sampled_prob == 0``. At temperature 0 (greedy) it is 1 for the argmax
-  and 0 for every other token.
+  ``p_raw`` through the filters and the temperature in the chain's order (`SamplingParams.samplers`),
+  renormalised. Tokens a filter removed have ``sampled_prob == 0``. At temperature 0 (greedy) it
+  is 1 for the argmax and 0 for every other token.
 - **rank** of the chosen token: 1 + the number of tokens whose raw logprob is strictly greater
   (rank 1 = the model's favourite).
 - **entropy**: ``-sum(p_raw * log p_raw)`` over the whole vocabulary, in nats.
 - **candidates**: the top-N tokens by raw logprob, best first (N = ``SamplingParams.candidates``;
   0 turns them off).
 
-The sampling chain, in order: penalties -> temperature -> top-k -> top-p -> min-p -> draw.
+The sampling chain: logit bias, then the stages in `SamplingParams.samplers` order (llama.cpp's by
+default: penalties, DRY, top-nσ, top-k, typical-p, top-p, min-p, XTC, temperature), then the draw;
+mirostat v2 replaces the filters and the draw (docs/sampling.md).
 
 ## What a remote engine cannot know (None)
 
