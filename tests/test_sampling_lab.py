@@ -121,3 +121,34 @@ def test_a_saved_file_with_bad_sampler_settings_is_one_line(bad: dict[str, Any])
     with pytest.raises(ValueError) as error:
         conversation_from_dict(data)
     assert "\n" not in str(error.value) and "params" in str(error.value)
+
+
+async def test_the_stage_view_replays_the_turn_exactly(chatml_model: Path, engine: Any) -> None:
+    """The stage view's numbers are recomputed from the stored ids and parameters: the replay
+    draws the turn's very tokens, its final row is each candidate's sampled probability, and every
+    candidate that ends at 0 is marked removed by exactly one stage."""
+    from engine.local.stageview import replay, stage_rows
+
+    await engine.load(str(chatml_model))
+    params = SamplingParams(temperature=1.3, top_k=30, top_p=0.9, min_p=0.02, xtc_probability=0.7,
+                            xtc_threshold=0.05, top_n_sigma=2.0, logit_bias=((4, 2.0),), repetition_penalty=1.3,
+                            seed=8, max_tokens=6, candidates=8)
+    events, done = await run(engine, CHAT, params)
+    history = list(done.prompt_ids)
+    tokens = [e.id for e in events]
+    rows = [cold_logits(chatml_model, history + tokens[:i]) for i in range(len(tokens))]
+    draws = replay(rows, params, 8, history, tokens)
+    removed_somewhere = 0
+    for row, draw, event in zip(rows, draws, events):
+        ids = [c.id for c in event.candidates]
+        table = stage_rows(row, draw, ids)
+        assert table[0].stage == "model" and table[-1].stage == "final"
+        assert [s.stage for s in table[1:-1]][:2] == ["logit bias", "penalties"]
+        np.testing.assert_allclose(table[-1].probs, [c.sampled_prob for c in event.candidates], atol=1e-5)
+        for k, candidate in enumerate(event.candidates):
+            marks = sum(stage.removed[k] for stage in table)
+            assert marks == (1 if candidate.sampled_prob == 0.0 else 0)
+            removed_somewhere += marks
+    assert removed_somewhere  # some candidate was removed, so the marks were exercised
+    with pytest.raises(ValueError, match="the replay drew"):
+        replay(rows, params.with_changes(seed=9), 9, history, tokens)  # another seed is another computation
