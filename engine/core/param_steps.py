@@ -101,6 +101,22 @@ def format_param(params: SamplingParams, name: str) -> str:
     return f"{text} (off)" if name in _OFF and value == _OFF[name] else text
 
 
+def bias_step(params: SamplingParams, token: int, step: float | None) -> SamplingParams:
+    """`params` with `token`'s logit bias moved by `step` (clamped to -100..100; 0 drops it from
+    the list), or with `step` None banned (-100), a banned token unbanned."""
+    biases = dict(params.logit_bias)
+    current = biases.get(token, 0.0)
+    if step is None:
+        value = 0.0 if current <= -100.0 else -100.0
+    else:
+        value = min(100.0, max(-100.0, current + step))
+    if value == 0.0:
+        biases.pop(token, None)
+    else:
+        biases[token] = value
+    return params.with_changes(logit_bias=tuple(biases.items()))
+
+
 def typed_value(params: SamplingParams, name: str) -> str:
     """The value as the "Set ..." dialog starts with it (what `parse_param` reads back)."""
     value = getattr(params, name)

@@ -109,6 +109,16 @@ class CandidateChosen(Message):
         self.position = position
 
 
+class CandidateBias(Message):
+    """Bias the selected token's candidate number `position`: `step` added to its logit bias,
+    or None to ban it (again: unban)."""
+
+    def __init__(self, position: int, step: float | None) -> None:
+        super().__init__()
+        self.position = position
+        self.step = step
+
+
 class ParamStep(Message):
     def __init__(self, name: str, direction: int) -> None:
         super().__init__()

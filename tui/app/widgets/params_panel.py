@@ -29,7 +29,7 @@ class ParamsPanel(Widget, can_focus=True):
     """
     BINDINGS = bindings_for("params")
 
-    params: reactive[SamplingParams] = reactive(SamplingParams)
+    params: reactive[SamplingParams] = reactive(SamplingParams, layout=True)  # rows come and go with the stages in force
     selected: reactive[int] = reactive(0)
     preset: reactive[str] = reactive("")
 
@@ -58,7 +58,7 @@ class ParamsPanel(Widget, can_focus=True):
             table.add_row("", Text("bias"), Text(_short(self.bias_text or format_param(self.params, "logit_bias"), 18)), "")
         return table
 
-    bias_text: reactive[str] = reactive("")  # the biases with their tokens' text, when the screen knows them
+    bias_text: reactive[str] = reactive("", layout=True)  # the biases with their tokens' text, when the screen knows them
 
     @property
     def selected_name(self) -> str:
