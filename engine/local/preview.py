@@ -38,6 +38,7 @@ from engine.core.api import (
 )
 from engine.local.penalties import make_penalties
 from engine.local.prompt import common_prefix_len
+from engine.local.chain import needs_extended, recent_ids
 from engine.local.sampling import LiveSampler, logits_were_numbers
 from engine.local.session import Session
 from engine.local.textstream import ReplyText
@@ -215,8 +216,8 @@ class _Batch:
         self.cache = batch_cache(session, self.start, len(self.rows), room)
         self.params = request.params.with_changes(seed=request.seed)
         self.samplers: list[LiveSampler] = []  # made on the first step, once the logits tell the vocabulary
-        self.window = self.params.repetition_context_size
-        self.greedy = self.params.temperature == 0.0 and make_penalties(self.params) is None  # `_greedy` serves
+        self.greedy = (self.params.temperature == 0.0 and make_penalties(self.params) is None
+                       and not needs_extended(self.params))  # `_greedy` serves
         self.eos = set(session.tokenizer.eos_token_ids)
 
     def run(self, limit: int, stop: Callable[[], bool]) -> None:
@@ -242,13 +243,14 @@ class _Batch:
         if self.greedy:
             return _greedy(logits)
         if not self.samplers:
-            self.samplers = [LiveSampler(logits.shape[-1], self.params, self.params.seed, exp=self.session.sampler_exp)
+            self.samplers = [LiveSampler(logits.shape[-1], self.params, self.params.seed, exp=self.session.sampler_exp,
+                                         vocab=self.session.token_vocab)
                              for _ in self.rows]
         tokens, packed = [], []
         for r, sampler in enumerate(self.samplers):
             context = None
             if sampler.uses_context:
-                recent = list(history[r][-self.window :]) if self.window else []
+                recent = recent_ids(history[r], self.params)  # the penalties' and DRY's window
                 context = mx.concatenate([mx.array(recent, dtype=mx.int32), fed[r]])
             token, row = sampler.step(logits[r], context)
             tokens.append(token)

@@ -49,8 +49,10 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import mlx.core as mx
+import numpy as np
 
 from engine.core.api import SamplingParams
+from engine.local.chain import ExtendedChain, TokenVocab, needs_extended, packed_row
 from engine.local.penalties import make_penalties
 
 # Short-list size for top-p without top-k: the share of steps needing the full sort shrinks with it.
@@ -84,6 +86,8 @@ class Plan(NamedTuple):
     candidates: int
     shortlist: int  # M: how many best tokens are partially sorted; 0 = none needed
     vocab: int
+    scaled_top_p: bool = True  # top-p reads the temperature-scaled distribution (temperature comes first)
+    scaled_min_p: bool = True  # min-p likewise
 
 
 Exp = Callable[[mx.array], mx.array]
@@ -127,7 +131,14 @@ def make_plan(params: SamplingParams, vocab: int) -> Plan:
         need = max(need, _bucket(params.top_k))
     elif top_p:
         need = max(need, TOP_P_SHORTLIST if vocab > SMALL_VOCAB else vocab)
-    return Plan(greedy, top_k, top_p, min_p, n, min(need, vocab), vocab)
+    order = params.samplers
+    scaled_top_p = order.index("temperature") < order.index("top_p")
+    scaled_min_p = order.index("temperature") < order.index("min_p")
+    if not top_p:  # a filter that is off follows the other, so one threshold serves (fewer nodes)
+        scaled_top_p = scaled_min_p
+    elif not min_p:
+        scaled_min_p = scaled_top_p
+    return Plan(greedy, top_k, top_p, min_p, n, min(need, vocab), vocab, scaled_top_p, scaled_min_p)
 
 
 def _shortlist(raw: mx.array, size: int) -> mx.array:
@@ -182,32 +193,53 @@ def _draw_shortlist(
     x_list: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
     min_p: mx.array, plan: Plan, exp: Exp,
 ) -> tuple[mx.array, mx.array]:
-    """Top-k is on: filter and draw among the short list. Returns (position (1,), sampled probs)."""
+    """Top-k is on: filter and draw among the short list. Returns (position (1,), sampled probs).
+
+    Top-p and min-p read the distribution at temperature 1 when the order puts the temperature
+    after them (`Plan.scaled_top_p`); temperature is monotone, so only their thresholds move."""
     w = _exp_for(plan, exp)((x_list - x_list[:1]) * inv_temp)  # p / p_max, best first
+    reads_t1 = (plan.top_p and not plan.scaled_top_p) or (plan.min_p and not plan.scaled_min_p)
+    unscaled = _exp_for(plan, exp)(x_list - x_list[:1]) if reads_t1 else w
     keep = mx.arange(w.shape[0]) < top_k
     if plan.top_p:
-        cum = mx.cumsum(mx.where(keep, w, 0.0))
+        v = w if plan.scaled_top_p else unscaled
+        cum = mx.cumsum(mx.where(keep, v, 0.0))
         crossing = mx.sum(cum < top_p * cum[-1:], keepdims=True)
-        keep = keep & (w >= _at(w, mx.minimum(crossing, w.shape[0] - 1)))
+        keep = keep & (v >= _at(v, mx.minimum(crossing, w.shape[0] - 1)))
     if plan.min_p:
-        keep = keep & (w >= min_p)
+        keep = keep & ((w if plan.scaled_min_p else unscaled) >= min_p)
     q = mx.where(keep, w, 0.0)
     return _inverse_cdf(q, u), q / mx.sum(q, keepdims=True)
 
 
 def _draw_full(
-    xm: mx.array, u: mx.array, ids: mx.array | None, inv_temp: mx.array, top_p: mx.array,
+    xm: mx.array, e: mx.array, u: mx.array, ids: mx.array | None, inv_temp: mx.array, top_p: mx.array,
     min_p: mx.array, plan: Plan, exp: Exp,
 ) -> tuple[mx.array, mx.array]:
-    """No top-k: filter and draw over the whole vocabulary. Returns (token id (1,), sampled probs)."""
+    """No top-k: filter and draw over the whole vocabulary. Returns (token id (1,), sampled probs).
+
+    `e` is ``p / p_max`` at temperature 1: what top-p and min-p read when the order puts the
+    temperature after them. With both on the same side one threshold serves both, as before."""
     es = _exp_for(plan, exp)(xm * inv_temp)  # p / p_max of the temperature-scaled distribution
-    threshold = None
-    if plan.top_p:
-        assert ids is not None
-        threshold = _top_p_threshold(es, ids, top_p, plan)
-    if plan.min_p:
-        threshold = min_p if threshold is None else mx.maximum(threshold, min_p)
-    q = es if threshold is None else mx.where(es >= threshold, es, 0.0)
+    if plan.scaled_top_p == plan.scaled_min_p:
+        source = es if plan.scaled_top_p else e
+        threshold = None
+        if plan.top_p:
+            assert ids is not None
+            threshold = _top_p_threshold(source, ids, top_p, plan)
+        if plan.min_p:
+            threshold = min_p if threshold is None else mx.maximum(threshold, min_p)
+        q = es if threshold is None else mx.where(source >= threshold, es, 0.0)
+    else:
+        keep = None
+        if plan.top_p:
+            assert ids is not None
+            source = es if plan.scaled_top_p else e
+            keep = source >= _top_p_threshold(source, ids, top_p, plan)
+        if plan.min_p:
+            kept = (es if plan.scaled_min_p else e) >= min_p
+            keep = kept if keep is None else keep & kept
+        q = es if keep is None else mx.where(keep, es, 0.0)
     return _inverse_cdf(q, u), q / mx.sum(q, keepdims=True)
 
 
@@ -245,7 +277,7 @@ def build_graph(
         pos, probs = _draw_shortlist(_at(x, ids), u, inv_temp, top_k, top_p, min_p, plan, exp)
         token, chosen_sp, cand_sp = _at(ids, pos), _at(probs, pos), probs[: plan.candidates]
     else:
-        token, probs = _draw_full(xm, u, ids, inv_temp, top_p, min_p, plan, exp)
+        token, probs = _draw_full(xm, e, u, ids, inv_temp, top_p, min_p, plan, exp)
         chosen_sp, cand_sp = _at(probs, token), _at(probs, cand)
     chosen = _at(raw, token)
     rank = mx.sum(raw > chosen, keepdims=True) + 1
@@ -300,15 +332,18 @@ class LiveSampler:
 
     def __init__(
         self, vocab_size: int, params: SamplingParams, seed: int | None, *, compiled: bool | None = None,
-        exp: Callable[[mx.array], mx.array] = mx.exp,
+        exp: Callable[[mx.array], mx.array] = mx.exp, vocab: TokenVocab | None = None,
     ) -> None:
         """`compiled`: trace the core with `mx.compile` (None: see `_compile_by_default`); `exp`:
-        the exponential for non-positive exponents (the CPU speed layer passes a faster one)."""
+        the exponential for non-positive exponents (the CPU speed layer passes a faster one);
+        `vocab`: the tokenizer's view DRY's sequence breakers need (None: no breakers)."""
         self.vocab_size = vocab_size
         use_compile = _compile_by_default() if compiled is None else compiled
         self._core = _compiled_core(exp) if use_compile else functools.partial(_core, exp=exp)
         self.seed = turn_seed(seed)
         self._uniform = random.Random(self.seed)
+        self._vocab = vocab
+        self._chain: ExtendedChain | None = None  # made when a stage beyond the classic graph is first on
         self.set_params(params)
 
     def set_params(self, params: SamplingParams) -> None:
@@ -321,10 +356,18 @@ class LiveSampler:
         self._top_p = mx.array([params.top_p], dtype=mx.float32)
         self._min_p = mx.array([params.min_p], dtype=mx.float32)
         self._penalties = make_penalties(params)
+        self.extended = needs_extended(params)
+        if self.extended and self._chain is None:
+            self._chain = ExtendedChain(params, self.vocab_size, self.seed, self._vocab)
+        elif self._chain is not None:
+            self._chain.set_params(params)  # kept while off too: mirostat's mu lives on
 
     @property
     def uses_context(self) -> bool:
-        """Whether `step` reads `context` (only the penalties do), so callers can skip building it."""
+        """Whether `step` reads `context` (the penalties, DRY), so callers can skip building it."""
+        if self.extended:
+            assert self._chain is not None
+            return self._chain.uses_context
         return self._penalties is not None
 
     def step(self, logits: mx.array, context: mx.array | None) -> tuple[mx.array, mx.array]:
@@ -335,6 +378,8 @@ class LiveSampler:
         Row layout: [id, logprob, sampled_prob, rank, entropy, ids(N), logprobs(N), sampled(N)],
         N = min(candidates, vocab).
         """
+        if self.extended:
+            return self._extended_step(logits, context)
         x = logits.astype(mx.float32).reshape(-1)
         if self._penalties is not None:
             assert context is not None, "penalties need the context (see `uses_context`)"
@@ -343,6 +388,16 @@ class LiveSampler:
         return self._core(
             x, u, self._inv_temp, self._top_k, self._top_p, self._min_p, plan=self.plan
         )
+
+    def _extended_step(self, logits: mx.array, context: mx.array | None) -> tuple[mx.array, mx.array]:
+        """The extended chain (`engine.local.chain`) on the host: the logits are read back now
+        (no pipelining while such a stage is on), the token and the row go back as arrays."""
+        assert self._chain is not None
+        x = np.array(logits.astype(mx.float32).reshape(-1))
+        ids = None if context is None else np.array(context).reshape(-1)
+        draw = self._chain.choose(x, ids, next_uniform(self._uniform))
+        row = packed_row(draw, self.params.candidates)
+        return mx.array([draw.token], dtype=mx.int32), mx.array(row, dtype=mx.float32)
 
     @staticmethod
     def unpack(row: list[float], n_candidates: int) -> TokenStats:

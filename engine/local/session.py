@@ -12,12 +12,14 @@ Runs on the engine thread only (it imports MLX).
 
 from __future__ import annotations
 
+import functools
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
+from engine.local.chain import TokenVocab
 from engine.local.lastrow import LastRowHead
 from engine.core.api import Message
 from engine.local.loaders import ModelRuntime, vocab_size
@@ -61,6 +63,14 @@ class Session:
         """The ids a turn, branch, preview row or warm-up feeds for `messages`: rendered with this
         session's encoder and checked, every one, against the embedding (`admitted_ids`)."""
         return admitted_ids(self.tokenizer, messages, continue_last, self.vocab_size, self.encode, thinking)
+
+    @functools.cached_property
+    def token_vocab(self) -> TokenVocab:
+        """The tokenizer as DRY's sequence breakers read it: each id's bytes, and a breaker's tail
+        tokenized without special tokens (llama.cpp's ``get_overlapping_token_sequences``)."""
+        tokenizer = self.tokenizer
+        return TokenVocab(len(tokenizer), self.pieces.token_bytes,
+                          lambda text: list(tokenizer.encode(text, add_special_tokens=False)))
 
     def reuse_prefix(self, prompt: Sequence[int]) -> int:
         """Cut the cache back to what `prompt` shares with it; returns how many ids are reused.

@@ -127,6 +127,10 @@ class PieceCache:
         self._to_bytes = _byte_reader(tokenizer)
         self._pieces: dict[int, str] = {}
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The token's raw bytes (what DRY's sequence breakers are matched against)."""
+        return self._to_bytes(token_id)
+
     def __call__(self, token_id: int) -> str:
         """The token alone; bytes that are not a whole UTF-8 character show as ``\\xNN``."""
         piece = self._pieces.get(token_id)

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from textual.binding import Binding, BindingType
 
-from engine.core.param_steps import PANEL_PARAMS
+from engine.core.param_steps import ALL_PARAMS
+from engine.core.params import keys
 
 # (where, id, key, action, description, tooltip, show in footer, priority)
 _Spec = tuple[str, str, str, str, str, str, bool, bool]
 
-# Down / up keys for stepping each parameter (lowercase = down, uppercase = up).
-PARAM_KEYS: dict[str, str] = {
-    "temperature": "t", "top_p": "p", "top_k": "k", "min_p": "m",
-    "repetition_penalty": "r", "max_tokens": "x", "candidates": "c", "seed": "s",
-}
+# Down / up keys for stepping each parameter (lowercase = down, uppercase = up), from the one table.
+PARAM_KEYS: dict[str, str] = keys()
 
 _SPECS: tuple[_Spec, ...] = (
     ("app", "app.quit", "ctrl+q", "quit", "Quit", "Quit at once (a running reply is stopped)", True, True),
@@ -92,6 +90,13 @@ _SPECS: tuple[_Spec, ...] = (
     ("candidates", "candidate.down", "down", "cursor(1)", "Down", "Next candidate", False, False),
     ("candidates", "candidate.choose", "enter", "choose", "Branch here",
      "Continue the reply from this candidate", False, False),
+    ("candidates", "candidate.ban", "b", "bias(None)", "Ban",
+     "Ban this candidate from the next token on (again: unban); the biases are listed in the parameters panel",
+     False, False),
+    ("candidates", "candidate.raise", "plus,equals_sign", "bias(2.0)", "Raise",
+     "Raise this candidate's logit by 2 from the next token on", False, False),
+    ("candidates", "candidate.lower", "minus", "bias(-2.0)", "Lower",
+     "Lower this candidate's logit by 2 from the next token on", False, False),
     ("candidates", "candidates.leave", "i,escape", "focus_input", "Type",
      "Back to the input", False, False),
     ("params", "params.leave", "i,escape", "focus_input", "Type", "Back to the input", False, False),
@@ -145,8 +150,10 @@ def _choose_specs() -> tuple[_Spec, ...]:
 def _param_specs() -> tuple[_Spec, ...]:
     """Two bindings per parameter, named param.<name>.down / .up."""
     out = []
-    for name, label in PANEL_PARAMS:
-        key = PARAM_KEYS[name]
+    for name, label in ALL_PARAMS:
+        key = PARAM_KEYS.get(name)
+        if key is None:
+            continue  # set from the palette only
         for direction, suffix, k in ((-1, "down", key), (1, "up", key.upper())):
             out.append(("screen", f"param.{name}.{suffix}", k, f"step_param('{name}', {direction})",
                         f"{label} {suffix}", f"Step {label} {suffix}", False, False))

@@ -18,7 +18,8 @@ from textual.content import Content
 from engine.core.settings import printable
 from tui.app.bindings import ALL_SPECS
 from tui.app.keymap import MODAL_PLACES
-from engine.core.param_steps import PANEL_PARAMS
+from engine.core.param_steps import ALL_PARAMS
+from engine.core.params import ORDERS
 from tui.app.screens.help import key_display
 
 # Key-only bindings that make no sense from a palette (they act on a focused widget).
@@ -49,8 +50,11 @@ class LogitscopeCommands(Provider):
         out.append(("Past thinking: exact cache / as the template renders it", chat.action_toggle_past_thinking,
                     "Earlier replies' <think> blocks: kept as the exact ids in the cache (reused), or as the chat "
                     "template renders them (dropped where it drops them: less context, the last reply re-read)"))
-        for name, label in PANEL_PARAMS:
+        for name, label in ALL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
+        for order in ORDERS:
+            out.append((f"Sampler order: {order}", partial(chat.set_order, order),
+                        f"Run the chain in {order}'s order: {' → '.join(ORDERS[order])}"))
         for preset in chat.config.presets:
             out.append((f"Preset: {printable(preset)}", partial(chat.apply_preset, preset), "Apply this preset"))
         for theme in sorted(app.available_themes):

@@ -125,6 +125,15 @@ class CandidateChosen(Message):
 
 
 @dataclass(eq=False)
+class CandidateBias(Message):
+    """Bias the selected token's candidate number `position`: `step` added to its logit bias,
+    or None to ban it (again: unban)."""
+
+    position: int
+    step: float | None
+
+
+@dataclass(eq=False)
 class ParamStep(Message):
     """Step parameter `name` one notch up (`direction` 1) or down (-1)."""
 

@@ -16,12 +16,14 @@ from textual.containers import Horizontal, Vertical
 
 from engine.core.api import ParamError, SamplingParams
 from engine.models import DEMO_SPEC
-from engine.core.settings import Config
+from engine.core.settings import Config, printable
 from tui.app import messages as msg
 from tui.app.bindings import bindings_for
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
-from engine.core.param_steps import PANEL_PARAMS, apply_preset, format_param, parse_param, step_param
+from engine.core.param_steps import (
+    LABELS, apply_preset, bias_step, format_param, parse_param, step_param, typed_value,
+)
 from tui.app.previews import Previews
 from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_previews import PreviewActions
@@ -42,6 +44,15 @@ PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a st
 HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
 
 
+_HINTS = {
+    "seed": "empty or 'random' = a fresh seed each turn",
+    "logit_bias": "ID=BIAS, ID=BIAS (-100 to 100; 'ban' = -100); empty: no biases",
+    "dry_sequence_breakers": "comma-separated; \\n = line break, \\, = comma; 'none': no breakers",
+    "samplers": "llama.cpp, mlx-lm, logitscope, or stage names joined by ';'",
+    "mirostat": "0 = off, 2 = mirostat v2",
+}
+
+
 class ChatScreen(ConversationActions, PreviewActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
@@ -57,6 +68,7 @@ class ChatScreen(ConversationActions, PreviewActions):
         self.saved_conversation = saved_conversation
         self.heat_mode: HeatMode | None = "p" if config.ui.heatmap else None
         self.preset = ""
+        self._bias_names: dict[int, str] = {}  # token id -> its text, for the panel's list of biases
         self._loading_spec = DEMO_SPEC  # the model being loaded: the welcome names it once it is in
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
@@ -237,6 +249,23 @@ class ChatScreen(ConversationActions, PreviewActions):
         else:
             self.query_one(Transcript).clear()
 
+    @on(msg.CandidateBias)
+    def _candidate_bias(self, event: msg.CandidateBias) -> None:
+        """Ban / raise / lower a candidate from the next token on; the panel lists the biases by text."""
+        token = self.query_one(CandidatesPanel).token
+        if token is None or not 0 <= event.position < len(token.candidates):
+            return
+        candidate = token.candidates[event.position]
+        if candidate.id < 0:
+            self.notify("This server names tokens by text only: a bias needs an id.", severity="warning")
+            return
+        self._bias_names[candidate.id] = candidate.text
+        params = bias_step(self.controller.params, candidate.id, event.step)
+        self.set_params(params)
+        value = dict(params.logit_bias).get(candidate.id, 0.0)
+        what = "banned" if value <= -100 else f"bias {value:+g}" if value else "no bias"
+        self.notify(f"{printable(candidate.text)!r} (id {candidate.id}): {what}", timeout=3)
+
     def _panel_cursor(self) -> tuple[Node, int] | None:
         """The token the candidates panel shows while none is selected (the newest reply's last),
         so a digit picks from the list on screen rather than failing silently."""
@@ -278,14 +307,22 @@ class ChatScreen(ConversationActions, PreviewActions):
         self.controller.set_params(params)
         panel = self.query_one(ParamsPanel)
         panel.params, panel.preset = params, preset
+        panel.bias_text = ", ".join(
+            f"{printable(self._bias_names[t])!r}{'⊘' if b <= -100 else f'{b:+g}'}" if t in self._bias_names
+            else f"#{t}{'⊘' if b <= -100 else f'{b:+g}'}" for t, b in params.logit_bias)
 
     def action_step_param(self, name: str, direction: int) -> None:
         """Step a parameter; with the parameters panel out of sight (hidden, or a narrow
         terminal showing the other panel) a short note says what changed: never silently."""
         self.set_params(step_param(self.controller.params, name, direction))
         if not self.query_one(ParamsPanel).region.area:
-            label = dict(PANEL_PARAMS).get(name, name)
+            label = LABELS.get(name, name)
             self.notify(f"{label} {format_param(self.controller.params, name)}", timeout=2)
+
+    def set_order(self, order: str) -> None:
+        """The chain's order from the palette (a preset of `engine.core.params.ORDERS`)."""
+        self.set_params(self.controller.params.with_changes(samplers=order))
+        self.notify(f"Sampler order: {order}", timeout=2)
 
     def edit_param(self, name: str) -> None:
         """Ask for an exact value; a value outside the limits is refused in the dialog."""
@@ -300,10 +337,9 @@ class ChatScreen(ConversationActions, PreviewActions):
             if text is not None:
                 self.set_params(parse_param(self.controller.params, name, text))
 
-        current = getattr(self.controller.params, name)
-        hint = "empty or 'random' = a fresh seed each turn" if name == "seed" else ""
-        label = dict(PANEL_PARAMS).get(name, name)  # as the panel names it: top-p, not top_p
-        self.app.push_screen(ValueDialog(f"Set {label}", "" if current is None else str(current), validate, hint),
+        hint = _HINTS.get(name, "")
+        label = LABELS.get(name, name)  # as the panel names it: top-p, not top_p
+        self.app.push_screen(ValueDialog(f"Set {label}", typed_value(self.controller.params, name), validate, hint),
                              done)
 
     def action_next_preset(self) -> None:
