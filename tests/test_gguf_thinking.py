@@ -69,3 +69,37 @@ async def test_a_template_without_the_switch_says_so(tmp_path: Path) -> None:
         assert engine.model is not None and not engine.model.supports_thinking
     finally:
         await engine.close()
+
+
+def test_think_tags_as_real_reasoning_models_ship_them_fold_on_gguf(tmp_path: Path) -> None:
+    """Qwen3 and DeepSeek-R1 ship ``<think>`` / ``</think>`` as added tokens that are not special,
+    which llama.cpp's converter writes as user-defined tokens: the GGUF engine's reply text keeps
+    them, exactly as the MLX engine's does, so the app's fold (`tui.app.widgets.thinking_fold`)
+    finds the block. (A file whose think tags are control tokens shows no tag text on GGUF: see
+    the issue's report.)"""
+    import json
+
+    from engine.core.api import TokenEvent
+    from engine.gguf.convert import convert_folder
+    from engine.gguf.load import load_gguf
+    from engine.local.textstream import ReplyText
+    from tui.app.widgets.thinking_fold import thinking_block
+
+    folder = family_model(tmp_path, "bpe", "qwen3")
+    spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    for entry in spec["added_tokens"]:
+        if entry["content"] in ("<think>", "</think>"):
+            entry["special"] = False
+    (folder / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    loaded = load_gguf(str(convert_folder(folder, tmp_path / "qwen3.gguf")), 0, 1)
+    try:
+        ids = loaded.tokenizer.encode("<think>\nhello\n</think>\n\nworld", add_special_tokens=False)
+        text = ReplyText(loaded.tokenizer, ())
+        pieces = [text.add(i) for i in ids]
+    finally:
+        loaded.model.close()
+    assert pieces[0] == "<think>" and "</think>" in pieces
+    events = [TokenEvent(i, token, piece, piece, -1.0, None, None, None, ()) for i, (token, piece) in
+              enumerate(zip(ids, pieces))]
+    block = thinking_block(events)
+    assert block is not None and block.closed and "".join(pieces[block.end:]) == "world"

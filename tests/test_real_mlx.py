@@ -17,7 +17,8 @@ Why two comparisons, with two tolerances:
   other picks at margins of 0.10 and 0.13; with RoPE base 10000 instead of the file's 100000 the
   average was 0.92 and it picked differently at margins of 0.41 to 0.99).
 
-And the MLX engine answers the simple question sensibly. Skipped when the registry can't be
+And the MLX engine answers the simple question sensibly. gemma-3-270m Q4_K_M is checked the second
+way (its conversion takes minutes: no F32 round trip). Skipped when the registry can't be
 reached (tests/real_models.py) or llama-cpp-python is missing.
 """
 
@@ -30,7 +31,7 @@ import numpy as np
 import pytest
 from engine_helpers import run
 
-from engine.core.api import Message, SamplingParams
+from engine.core.api import Message, SamplingParams, TokenEvent, TurnFinished
 from engine.local.client import Engine
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gguf") is not None
@@ -86,7 +87,6 @@ async def test_both_engines_run_the_same_model(smollm2_gguf: Path, smollm2_mlx: 
     from engine.factory import local_engine
 
     exact = SamplingParams(temperature=0.0, max_tokens=12, candidates=5)
-    one = SamplingParams(temperature=0.0, max_tokens=1, candidates=5)
     llama_f32, llama_q = local_engine(), local_engine()
     mlx_engine = Engine()
     try:
@@ -104,17 +104,50 @@ async def test_both_engines_run_the_same_model(smollm2_gguf: Path, smollm2_mlx: 
         for ours, theirs in zip(events, f32_events):
             assert [c.id for c in ours.candidates] == [c.id for c in theirs.candidates]
             assert max(abs(a.logprob - b.logprob) for a, b in zip(ours.candidates, theirs.candidates)) < EXACT_TOLERANCE
-        # the quantized file, teacher-forced along llama.cpp's own reply
-        differences = []
-        for i, theirs in enumerate(q_events):
-            partial = Message("assistant", "", tuple(q_done.token_ids[:i]))
-            (ours,), _ = await run(mlx_engine, ASK + (partial,), one, continue_last=True)
-            by_id = {c.id: c.logprob for c in theirs.candidates}
-            differences.append(max(abs(c.logprob - by_id[c.id]) for c in ours.candidates if c.id in by_id))
-            if theirs.candidates[0].logprob - theirs.candidates[1].logprob > QUANTIZED_MARGIN:
-                assert ours.id == theirs.id, f"token {i}"
-        assert sum(differences) / len(differences) < QUANTIZED_MEAN_TOLERANCE
+        await teacher_forced(mlx_engine, ASK, q_events, q_done)  # the quantized file itself
     finally:
         await llama_f32.close()
         await llama_q.close()
+        await mlx_engine.close()
+
+
+async def teacher_forced(mlx_engine: Engine, ask: tuple[Message, ...], events: list[TokenEvent],
+                         done: TurnFinished) -> None:
+    """Along llama.cpp's reply (`events`, `done`): the MLX engine picks llama.cpp's token wherever
+    llama.cpp's top two are over QUANTIZED_MARGIN apart, and the candidates' logprobs differ by at
+    most QUANTIZED_MEAN_TOLERANCE on average."""
+    one = SamplingParams(temperature=0.0, max_tokens=1, candidates=5)
+    differences = []
+    for i, theirs in enumerate(events):
+        partial = Message("assistant", "", tuple(done.token_ids[:i]))
+        (ours,), _ = await run(mlx_engine, ask + (partial,), one, continue_last=True)
+        by_id = {c.id: c.logprob for c in theirs.candidates}
+        differences.append(max(abs(c.logprob - by_id[c.id]) for c in ours.candidates if c.id in by_id))
+        if theirs.candidates[0].logprob - theirs.candidates[1].logprob > QUANTIZED_MARGIN:
+            assert ours.id == theirs.id, f"token {i}"
+    assert sum(differences) / len(differences) < QUANTIZED_MEAN_TOLERANCE
+
+
+async def test_gemma3_runs_on_the_mlx_engine_as_on_llama_cpp(gemma3_gguf: Path,
+                                                             tmp_path_factory: pytest.TempPathFactory) -> None:
+    """gemma-3-270m Q4_K_M (Gemma 3: sliding-window layers, norms stored plus one, a 262k
+    SentencePiece vocabulary, no chat template): the same prompt ids, and llama.cpp's reply
+    teacher-forced as above (measured: mean 0.15 nats, largest 0.27, the same pick at every token)."""
+    from engine.factory import local_engine
+    from engine.gguf.to_mlx import check_tokenizer, convert_gguf
+
+    folder = convert_gguf(gemma3_gguf, tmp_path_factory.mktemp("real-mlx-gemma") / "gemma3")
+    check_tokenizer(gemma3_gguf, folder, "The capital of France is 12 345 naïve 🙂 <start_of_turn>user\nhi")
+    ask = (Message("user", "The capital of France is"),)
+    llama, mlx_engine = local_engine(), Engine()
+    try:
+        await llama.load(str(gemma3_gguf))
+        events, done = await run(llama, ask, SamplingParams(temperature=0.0, max_tokens=8, candidates=5))
+        await llama.close()
+        await mlx_engine.load(str(folder))
+        _, ours = await run(mlx_engine, ask, SamplingParams(temperature=0.0, max_tokens=1, candidates=5))
+        assert ours.prompt_ids == done.prompt_ids
+        await teacher_forced(mlx_engine, ask, events, done)
+    finally:
+        await llama.close()
         await mlx_engine.close()
