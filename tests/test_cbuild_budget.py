@@ -58,12 +58,14 @@ def test_a_hanging_compiler_costs_start_up_at_most_one_wait(tmp_path: Path) -> N
     """The whole start path in a fresh process, as the engine thread runs it: the speed layer's
     set-up, then the first model load's kernels."""
     cc, pids = _sleeping_compiler(tmp_path)
-    code = ("import time\nstarted = time.monotonic()\n"
-            "from engine.cpu import install\n"
+    code = ("import time\nfrom engine.cpu import install\n"
+            "started = time.monotonic()\n"
             "layer = install(fast_blas=True, fast_layers=True)\n"  # before MLX is imported, as the engine does
-            "from engine.cpu import native\n"
+            "spent = time.monotonic() - started\n"
+            "from engine.cpu import native\n"  # imports MLX: not a wait, so not counted
+            "started = time.monotonic()\n"
             "status = native.process_status()\n"
-            "print(round(time.monotonic() - started, 2))\nprint(layer.blas_status)\nprint(status)\n")
+            "print(round(spent + time.monotonic() - started, 2))\nprint(layer.blas_status)\nprint(status)\n")
     env = {**os.environ, "CC": str(cc), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
@@ -73,4 +75,4 @@ def test_a_hanging_compiler_costs_start_up_at_most_one_wait(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr[-2000:]
     seconds, _blas, status = done.stdout.splitlines()
     assert status.startswith("off: native.c is still building")
-    assert float(seconds) < cbuild.STARTUP_WAIT_S + 1.5, done.stdout  # was 3 waits (6 s)
+    assert float(seconds) < cbuild.STARTUP_WAIT_S + 1.5, done.stdout  # was a wait per build (6.7 s measured)

@@ -181,7 +181,7 @@ def test_trust_remote_code_flag_reaches_load(
         (["--top-k", "2.5"], "logitscope: argument --top-k: a whole number, got '2.5' (see 'logitscope run --help')"),
         (["--temp", "warm"], "logitscope: argument --temp: a number, got 'warm' (see 'logitscope run --help')"),
         (["--temp", "nan"], "logitscope: --temp: temperature must be a finite number, got nan"),
-        (["--bogus"], "logitscope: unrecognized arguments: --bogus (see 'logitscope --help')"),
+        (["--bogus"], "logitscope: unrecognized arguments: --bogus (see 'logitscope run --help')"),
         (["--prompt", " "], "logitscope: --prompt must not be empty"),
         (["--config", "/no/such/file.toml"], "logitscope: config file not found: /no/such/file.toml"),
     ],

@@ -102,6 +102,15 @@ def test_an_unknown_flag_is_one_line_with_a_hint(argv: list[str], capsys: pytest
     assert captured.out == "" and "--help" in line and "usage:" not in line
 
 
+@pytest.mark.parametrize(("argv", "hint"), [(["run", "--prompt", "a", "--bogus"], "logitscope run --help"),
+                                            (["bench", "--bogus"], "logitscope bench --help"),
+                                            (["list", "--bogus"], "logitscope list --help"),
+                                            (["--bogus"], "logitscope --help")])
+def test_the_hint_names_the_commands_own_help(argv: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert logitscope(argv) == 2
+    assert capsys.readouterr().err.rstrip().endswith(f"(see '{hint}')")
+
+
 def test_help_still_prints_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["--help"], ["bench", "--help"], ["run", "--help"], ["list", "--help"]):
         try:

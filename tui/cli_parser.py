@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Sequence
 from typing import NoReturn
 
 # What `float()` takes for a negative number: -1, -1.5, -.5, -1., -1e-3, -1.5E+2, -inf. argparse's
 # own matcher (r'^-\d+$|^-\d*\.\d+$') misses the exponent forms, -1. and -inf.
 NEGATIVE_NUMBER = re.compile(r"^-(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?)$", re.IGNORECASE)
+_COMMAND = "_one_line_parser_command"  # the deepest (sub)command parsed: whose --help the hint names
 
 
 class UsageError(Exception):
@@ -35,10 +37,24 @@ class OneLineParser(argparse.ArgumentParser):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._negative_number_matcher = NEGATIVE_NUMBER
+        self.set_defaults(**{_COMMAND: self.prog})  # a subcommand's default replaces its parent's
 
     def error(self, message: str) -> NoReturn:
         """argparse would print the usage and exit(2); the caller prints this one line instead."""
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """As argparse's, but an unknown flag after a subcommand names that subcommand's help
+        (argparse reports it from the top parser: ``logitscope run --bogus`` pointed at
+        ``logitscope --help``)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        command = getattr(parsed, _COMMAND, self.prog)
+        if hasattr(parsed, _COMMAND):
+            delattr(parsed, _COMMAND)
+        if extras:
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)} (see '{command} --help')")
+        return parsed
 
 
 def nonblank(text: str) -> str:

@@ -240,8 +240,8 @@ def load(recipe: Recipe, folder: Path, *, mode: int = ctypes.RTLD_LOCAL, wait: f
 
     Waits at most `wait` seconds for a build, or by default what is left of `budget` (the
     process's, `process_budget`); after that the build goes on in the background (raising
-    `StillBuilding`) and a later load uses it. The library is
-    opened locally first, so one lacking a symbol never enters the global scope: its files are
+    `StillBuilding`) and a later load uses it. The library is opened locally first, so one
+    lacking a symbol never enters the global scope: its files are
     removed and it is rebuilt for the next start (this process cannot open the new one: the
     loader keeps the old one under that name). A library the loader refuses is rebuilt the same
     way, and one that killed the process opening it is rebuilt before it is opened again

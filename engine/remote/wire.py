@@ -250,7 +250,9 @@ def usage_counts(obj: dict[str, Any]) -> tuple[int, int] | None:
         if reused is None or computed is None or count(reused + computed) is None:
             return None
         return reused + computed, reused
-    prompt = count(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    prompt = count(usage.get("prompt_tokens"))
     if prompt is None:
         return None
     details = usage.get("prompt_tokens_details") or {}
