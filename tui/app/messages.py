@@ -53,10 +53,12 @@ class GenerationStarted(Message):
     """A reply (new, regenerated or branched) begins in `node`; `dropped`: how many of the oldest
     messages were left out of the request to fit the context ([chat] context_strategy)."""
 
-    def __init__(self, node: Node, dropped: int = 0) -> None:
+    def __init__(self, node: Node, dropped: int = 0, prompt_tokens: int | None = None) -> None:
+        """`prompt_tokens`: the prompt's length where it was counted (the context it takes)."""
         super().__init__()
         self.node = node
         self.dropped = dropped
+        self.prompt_tokens = prompt_tokens
 
 
 class SendRefused(Message):

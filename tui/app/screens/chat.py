@@ -60,6 +60,7 @@ class ChatScreen(ConversationActions, PreviewActions):
         self._loading_spec = DEMO_SPEC  # the model being loaded: the welcome names it once it is in
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
+        self._prompt_tokens: int | None = None  # the streaming reply's prompt length, where counted
         self.previews = Previews(self.controller.engine, self.post_message, config.preview)
 
     def compose(self) -> ComposeResult:
@@ -83,6 +84,30 @@ class ChatScreen(ConversationActions, PreviewActions):
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_heat())
         self._update_side()
         self.query_one(ChatInput).focus()
+
+    # --- focus follows intent (#30.1)
+
+    def on_screen_resume(self) -> None:
+        """Back from any dialog (help, library, picker, palette, a value, a question): the input
+        has the focus, so what is typed next is a message, never a parameter key."""
+        for chat_input in self.query(ChatInput):
+            chat_input.focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """Outside the input, a printable key that nothing is bound to is the start of a message:
+        it goes to the input, which takes the focus (keys bound there, a digit or a parameter
+        letter, act as bound). Keys reach the screen before the non-priority bindings are
+        looked up, hence the check against the active bindings."""
+        chat_input = self.query_one(ChatInput)
+        if self.focused is chat_input or not event.is_printable or event.character is None:
+            return
+        bound = self.active_bindings
+        if any(key in bound for key in event.aliases):
+            return
+        event.stop()
+        event.prevent_default()
+        chat_input.focus()
+        chat_input.insert(event.character)
 
     # --- engine news
 
@@ -143,6 +168,9 @@ class ChatScreen(ConversationActions, PreviewActions):
         if transcript.cursor is None:
             transcript.anchor()
         self._dropped = event.dropped
+        self._prompt_tokens = event.prompt_tokens
+        if event.prompt_tokens is not None:  # "ctx 0/512" said nothing while the first reply streamed
+            self.query_one(StatusBar).context_used = event.prompt_tokens
         self.drop_previews()
         self.query_one(StatusBar).state = "generating…" + self._dropped_note()
         self.refresh_bindings()
@@ -156,6 +184,8 @@ class ChatScreen(ConversationActions, PreviewActions):
     def _grew(self, event: msg.ReplyGrew) -> None:
         transcript = self.query_one(Transcript)
         transcript.stream_grew(event.node, follow=False)
+        if self._prompt_tokens is not None:
+            self.query_one(StatusBar).context_used = self._prompt_tokens + len(event.node.version.tokens or ())
         now = time.monotonic()
         if transcript.cursor is None and event.node.version.tokens and now >= self._panel_due:
             # The newest token's table, a few times a second: at tens of tokens a second no one
@@ -272,18 +302,23 @@ class ChatScreen(ConversationActions, PreviewActions):
     # --- parameters
 
     def set_params(self, params: SamplingParams, preset: str = "") -> None:
-        """Apply at once (a running reply uses them from its next token) and show them."""
+        """Apply at once (a running reply uses them from its next token) and show them: the rows
+        that changed flash, or, with the panel out of sight (hidden, or a narrow terminal showing
+        the other panel), a short note says what changed. Never silently (#30.1)."""
+        old = self.controller.params
         self.controller.set_params(params)
         panel = self.query_one(ParamsPanel)
         panel.params, panel.preset = params, preset
+        changed = [name for name, _label in PANEL_PARAMS if getattr(old, name) != getattr(params, name)]
+        if panel.region.area:
+            panel.flash(frozenset(changed))
+        elif changed and not preset:
+            labels = dict(PANEL_PARAMS)
+            self.notify(", ".join(f"{labels[n]} {format_param(params, n)}" for n in changed), timeout=2)
 
     def action_step_param(self, name: str, direction: int) -> None:
-        """Step a parameter; with the parameters panel out of sight (hidden, or a narrow
-        terminal showing the other panel) a short note says what changed: never silently."""
+        """Step a parameter (shown by `set_params`)."""
         self.set_params(step_param(self.controller.params, name, direction))
-        if not self.query_one(ParamsPanel).region.area:
-            label = dict(PANEL_PARAMS).get(name, name)
-            self.notify(f"{label} {format_param(self.controller.params, name)}", timeout=2)
 
     def edit_param(self, name: str) -> None:
         """Ask for an exact value; a value outside the limits is refused in the dialog."""
