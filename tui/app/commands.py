@@ -45,6 +45,8 @@ class LogitscopeCommands(Provider):
         for fmt, what in (("md", "Markdown (the visible branch)"), ("json", "JSON (every branch, token and candidate)")):
             out.append((f"Export chat as {what.split()[0]}", partial(app.action_export_chat, fmt),
                         f"Write the chat as {what} to the exports folder"))
+        out.append(("Previews on/off", chat.action_toggle_previews,
+                    "Turn the what-if previews under the candidates off, or on again"))
         for name, label in PANEL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
         for preset in chat.config.presets:
