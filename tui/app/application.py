@@ -252,6 +252,15 @@ class LogitscopeApp(LibraryActions, App[None]):
         super().notify(printable(shortened(message)), title=printable(shortened(title, 80)), severity=severity,
                        timeout=timeout, markup=False)
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C where nothing is selected to copy: say how to quit. Textual's own line is
+        markup ("[b]ctrl+q[/b]"), which `notify` here shows literally; this one is plain text and
+        names the key as the keymap has it (#30.7)."""
+        for active in self.active_bindings.values():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press {self.get_key_display(active.binding)} to quit.", title="Do you want to quit?")
+                return
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap, self.config_problems))
 

@@ -51,6 +51,7 @@ class LibraryScreen(Dialog):
 
     DEFAULT_CSS = """
     LibraryScreen > Vertical { width: 100; }
+    LibraryScreen Label { width: 100%; height: auto; }  /* wraps on a small screen, never clips */
     LibraryScreen OptionList { height: auto; max-height: 20; }
     """
     BINDINGS = [

@@ -12,6 +12,8 @@ in a 5,000-token reply without a newline.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,6 +24,7 @@ from textual.widgets import Static
 
 from engine.core.api import TokenEvent
 from engine.core.chat.conversation import Node, Version
+from tui.app.hints import welcome_keys
 from tui.app.safe_text import printable
 from tui.app.widgets.markdown_marks import Mark, markdown_marks
 from tui.app.widgets.render import HeatPalette, mark_style, token_display
@@ -37,17 +40,13 @@ WELCOME_DEMO = (
     "say and how many legs they have, and small sums. Try \"What is the capital of France?\", "
     "then \"And Italy?\"."
 )
-WELCOME_KEYS = (
-    "Enter sends.  Esc, then ←/→ walks through a reply's tokens and shows what else the model "
-    "considered.  1-9, 0 continue the reply from that candidate instead.  F1: every key, and "
-    "what the numbers mean."
-)
 
 
-def welcome_text(model: str | None) -> str:
-    """The welcome for `model` (None: the demo, which is what the app starts on)."""
+def welcome_text(model: str | None, keymap: Mapping[str, str] | None = None) -> str:
+    """The welcome for `model` (None: the demo, which is what the app starts on), its keys as
+    `keymap` binds them (`tui.app.hints`)."""
     middle = WELCOME_DEMO if model is None else f"You are chatting with {printable(model)}."
-    return f"{WELCOME_INTRO}\n\n{middle}\n\n{WELCOME_KEYS}"
+    return f"{WELCOME_INTRO}\n\n{middle}\n\n{welcome_keys(keymap or {})}"
 
 
 class Welcome(Static):
@@ -58,8 +57,8 @@ class Welcome(Static):
     Welcome { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, model: str | None = None) -> None:
-        super().__init__(welcome_text(model), markup=False)
+    def __init__(self, model: str | None = None, keymap: Mapping[str, str] | None = None) -> None:
+        super().__init__(welcome_text(model, keymap), markup=False)
 
 
 class UserView(Static):

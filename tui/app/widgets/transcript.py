@@ -48,7 +48,7 @@ class Transcript(VerticalScroll, can_focus=True):
         """The welcome stands in for the chat while it is empty."""
         welcome = self.query_children(Welcome)
         if shown and not welcome:
-            self.mount(Welcome(self._model))
+            self.mount(Welcome(self._model, self._keymap()))
         elif not shown:
             welcome.remove()
 
@@ -58,7 +58,11 @@ class Transcript(VerticalScroll, can_focus=True):
         """Name the loaded model in the welcome (None: the demo, with what it knows)."""
         self._model = model
         for welcome in self.query_children(Welcome):
-            welcome.update(welcome_text(model))
+            welcome.update(welcome_text(model, self._keymap()))
+
+    def _keymap(self) -> dict[str, str]:
+        """The user's [keys] (the app's keymap), for the keys the welcome names."""
+        return dict(getattr(self.app, "keymap", {}))
 
     def show(self, conversation: Conversation) -> None:
         """Make the views match the conversation's visible path (reusing views that still fit)."""
@@ -206,14 +210,20 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def action_next_low(self, step: int) -> None:
         """Jump to the next/previous token whose raw probability is under the threshold, in this
-        reply or the ones after (before) it; when there is none, say so (a bell is not seen)."""
-        view = self.selected or self._ensure_selected()
-        if view is None or view.cursor is None:
-            return
-        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
+        reply or the ones after (before) it; with no token selected, from the chat's first
+        (last) token. When there is none, say so (a bell is not seen; before #30.7 `n` with
+        nothing selected only selected the last token, silently)."""
         replies = self._replies()
-        at = replies.index(view) if view in replies else 0
-        index = view.cursor + step
+        if not replies:
+            self.notify("No reply to look in yet.", timeout=3)
+            return
+        view = self.selected if self.selected in replies and self.selected.cursor is not None else None
+        if view is None:
+            at = 0 if step > 0 else len(replies) - 1
+            index = 0 if step > 0 else len(replies[at].tokens) - 1
+        else:
+            at, index = replies.index(view), view.cursor + step  # type: ignore[operator]
+        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
         while 0 <= at < len(replies):
             tokens = replies[at].tokens
             while 0 <= index < len(tokens):
@@ -224,8 +234,8 @@ class Transcript(VerticalScroll, can_focus=True):
             at += step
             if 0 <= at < len(replies):
                 index = 0 if step > 0 else len(replies[at].tokens) - 1
-        where = "after" if step > 0 else "before"
-        self.notify(f"No token below {self.low_threshold * 100:g}% {where} this one.", timeout=3)
+        where = "in this chat" if view is None else "after this one" if step > 0 else "before this one"
+        self.notify(f"No token below {self.low_threshold * 100:g}% {where}.", timeout=3)
 
     def action_reply(self, step: int) -> None:
         replies = self._replies()
