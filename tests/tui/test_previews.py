@@ -57,8 +57,11 @@ async def test_a_cursor_that_keeps_moving_asks_nothing_until_it_rests(make_app: 
 
 
 async def test_choosing_a_previewed_candidate_continues_from_its_preview(make_app: Any) -> None:
+    """At temperature 0 a preview is exactly what the branch draws: the branch starts with it,
+    and every one of its tokens keeps its statistics (before #30.2: "candidates are off", rank
+    and entropy "—" for the first 12)."""
     engine = ScriptedEngine()
-    app = make_app(engine, config_text=FAST)
+    app = make_app(engine, config_text=FAST + "[sampling]\ntemperature = 0.0\n")
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         await pilot.press("escape", "right", "home")
@@ -72,6 +75,27 @@ async def test_choosing_a_previewed_candidate_continues_from_its_preview(make_ap
         assert sent == (hi.id, *(t.id for t in previewed.tokens))  # the preview's 12 ids are not asked again
         assert node.version.reply_text().startswith("Hi! I am a scripted model.")
         assert not panel(app).rows and not app.screen.previews.rows(engine.preview_requests[0])[0].done  # dropped
+        tokens = node.version.tokens
+        assert all(t.candidates and t.rank is not None and t.entropy is not None for t in tokens)
+        assert [t.index for t in tokens] == list(range(len(tokens)))
+
+
+async def test_at_a_sampling_temperature_a_branch_draws_its_own_tokens(make_app: Any) -> None:
+    """Before (#30.2): at T=0.70 the branch took the greedy preview's 12 tokens (no statistics),
+    and choosing the same candidate twice started both branches alike."""
+    engine = ScriptedEngine()
+    app = make_app(engine, config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        assert app.controller.params.temperature > 0
+        await pilot.press("escape", "right", "home")
+        await wait_until(pilot, lambda: all_done(app))
+        node = app.controller.conversation.path()[-1]
+        hi = node.version.tokens[0].candidates[1]
+        await pilot.press("2")
+        await wait_idle(app, pilot)
+        assert engine.requests[-1].messages[-1].token_ids == (hi.id,)  # only the chosen candidate
+        assert all(t.candidates and t.rank is not None for t in node.version.tokens)
 
 
 class _NoPreviews(ScriptedEngine):

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from textual.message import Message as TextualMessage
 
@@ -108,6 +108,8 @@ class Previews:
         partial = Message("assistant", "".join(t.text for t in before), tuple(t.id for t in before), thinking)
         candidates = tuple(c.id for c in tokens[index].candidates[: self.count])
         preview_params = self.config.params(params)
+        if adoptable(preview_params, params):  # a branch may start from it: every token's statistics too
+            preview_params = preview_params.with_changes(candidates=params.candidates)
         return PreviewRequest((*messages, partial), candidates, self.config.tokens, preview_params, self.config.seed)
 
     def rows(self, request: PreviewRequest) -> list[PreviewRow]:
@@ -222,8 +224,20 @@ class Previews:
         return (request.messages, candidate, request.params.with_changes(seed=request.seed), request.tokens)
 
 
+def adoptable(preview: SamplingParams, reply: SamplingParams) -> bool:
+    """Whether a branch at `reply`'s parameters would draw exactly what a preview at `preview`'s
+    drew: only when both are deterministic and otherwise alike. At a sampling temperature a
+    preview is one draw (greedy by default, or with the preview's fixed seed): a branch starting
+    from it would be greedy under a header saying T=0.70, and choosing the same candidate twice
+    would start both branches alike (#30.2), so such a branch draws afresh."""
+    same = preview.with_changes(candidates=reply.candidates, max_tokens=reply.max_tokens, seed=reply.seed)
+    return reply.temperature == 0.0 and same == reply
+
+
 def branch_tokens(row: PreviewRow, first_index: int) -> list[TokenEvent]:
-    """A finished preview as reply tokens (from `first_index` on): the ids and text the engine
-    wrote, their raw logprobs; the numbers a preview does not compute are unknown (None)."""
-    return [TokenEvent(first_index + i, t.id, t.text, t.text, t.logprob, None, None, None, ())
-            for i, t in enumerate(row.tokens)]
+    """A finished preview as reply tokens (from `first_index` on), each with every statistic the
+    engine computed for it; [] unless every token has them (a preview drawn for a glance only:
+    the branch then computes its tokens itself, so no token of a reply is second-class)."""
+    if not row.tokens or any(t.stats is None for t in row.tokens):
+        return []
+    return [replace(t.stats, index=first_index + i) for i, t in enumerate(row.tokens) if t.stats is not None]
