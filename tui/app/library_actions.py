@@ -43,7 +43,7 @@ class LibraryActions:
         if isinstance(self.screen, LibraryScreen):
             return
         self.library.save_soon()
-        self.push_screen(LibraryScreen(self.library.path), self._open_from_library)
+        self.push_screen(LibraryScreen(self.library.path, self.library.deleted), self._open_from_library)
 
     def _open_from_library(self: Any, chat_id: str | None) -> None:
         if chat_id:

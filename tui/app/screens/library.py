@@ -64,12 +64,14 @@ class LibraryScreen(Dialog):
         Binding("ctrl+f", "fork", "Fork", priority=True, id="library.fork", tooltip="Copy the chat, to take it elsewhere"),
     ]
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, deleted: list[str] | None = None) -> None:
+        """`deleted`: the undo stack, the app's, so Ctrl+Z still brings a chat back after the
+        dialog was closed and opened again (#30.6); the dialog pushes and pops it."""
         super().__init__()
         self.path = path
         self.library: Library | None = None
         self.entries: list[Entry] = []
-        self.deleted: list[str] = []  # undo stack
+        self.deleted: list[str] = deleted if deleted is not None else []  # undo stack
         self.generation = 0  # the newest query; older answers are dropped
         self.shown = 0  # the query whose rows are on screen
 
