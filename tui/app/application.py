@@ -35,7 +35,9 @@ from tui.app.commands import LogitscopeCommands
 from tui.app.controller import ChatController, Post
 from tui.app.keymap import build_keymap
 from tui.app.library_sync import POLL_S, LibrarySync
+from engine.core.chat.draft import draft_path, save_draft
 from engine.core.chat.store import last_conversation_path, save_conversation
+from tui.app.widgets.chat_input import ChatInput
 from tui.app.screens.chat import ChatScreen
 from tui.app.screens.help import HelpScreen
 from tui.app.library_actions import LibraryActions
@@ -80,7 +82,8 @@ class LogitscopeApp(LibraryActions, App[None]):
         self.library = LibrarySync(library_path or data_dir() / DB_NAME, self.save_dir,
                                    lambda: self.controller.conversation, lambda: self.model_spec,
                                    lambda line: self.notify(line, title="Library", severity="warning", timeout=10))
-        self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir))
+        self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir),
+                                      draft_path(self.save_dir))
         self._engine_closed = False
         self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
         self.exit_note: str | None = None  # one line for the terminal once the screen is gone
@@ -188,6 +191,7 @@ class LogitscopeApp(LibraryActions, App[None]):
         the conversation, and leave at once (the OS frees the model and its thread)."""
         self.engine.cancel()
         self._save_conversation()
+        self._save_draft()
         os._exit(0)
 
     async def action_quit(self) -> None:
@@ -216,12 +220,22 @@ class LogitscopeApp(LibraryActions, App[None]):
             return
         self._engine_closed = True
         self._save_conversation()  # first: whatever the engine does now, the chat is on disk
+        self._save_draft()
         self.library.save_now()
         try:
             await asyncio.wait_for(self.controller.close(), QUIT_WAIT_S)
         except asyncio.TimeoutError:
             self.engine_stuck = True
         self.library.close()
+
+    def _save_draft(self) -> None:
+        """Keep the text left in the input for the next start (#30.6); a failure is one line on exit."""
+        inputs = self.chat_screen.query(ChatInput) if self.chat_screen.is_mounted else []
+        text = inputs.first().text if inputs else ""
+        try:
+            save_draft(text, draft_path(self.save_dir))
+        except OSError as exc:
+            self.exit_note = f"logitscope: the unsent message could not be kept: {exc.strerror or exc}"
 
     def _save_conversation(self) -> bool:
         """Write the chat for "resume"; whether it is written (or empty). A failure (a full disk)

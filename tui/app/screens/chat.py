@@ -18,7 +18,9 @@ from engine.core.api import ParamError, SamplingParams
 from engine.models import DEMO_SPEC
 from engine.core.settings import Config
 from tui.app import messages as msg
+from engine.core.chat.draft import load_draft
 from tui.app.bindings import bindings_for
+from tui.app.safe_text import pasted
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
 from engine.core.param_steps import PANEL_PARAMS, apply_preset, format_param, parse_param, step_param
@@ -49,9 +51,11 @@ class ChatScreen(ConversationActions, PreviewActions):
     BINDINGS = bindings_for("screen")
 
     def __init__(self, make_controller: Callable[[Post], ChatController], config: Config,
-                 saved_conversation: Path | None = None) -> None:
-        """`saved_conversation`: the file the app writes on quit, which "resume" reopens."""
+                 saved_conversation: Path | None = None, draft_file: Path | None = None) -> None:
+        """`saved_conversation`: the file the app writes on quit, which "resume" reopens;
+        `draft_file`: the message left unsent at the last quit, put back into the input."""
         super().__init__()
+        self.draft_file = draft_file
         self.controller = make_controller(self.post_message)
         self.config = config
         self.saved_conversation = saved_conversation
@@ -83,7 +87,12 @@ class ChatScreen(ConversationActions, PreviewActions):
         self._apply_heat()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_heat())
         self._update_side()
-        self.query_one(ChatInput).focus()
+        chat_input = self.query_one(ChatInput)
+        draft = load_draft(self.draft_file) if self.draft_file is not None else ""
+        if draft.strip():  # the message left unsent at the last quit (#30.6), as data
+            chat_input.load_text(pasted(draft))
+            chat_input.move_cursor(chat_input.document.end)
+        chat_input.focus()
 
     # --- focus follows intent (#30.1)
 
