@@ -105,6 +105,8 @@ _SPECS: tuple[_Spec, ...] = (
      "Find a kept chat by any word in it and reopen it; rename, delete (with undo) or fork it", False, False),
     ("transcript", "token.copy", "y", "app.copy_token", "Copy token",
      "Copy the selected token's text to the clipboard", False, False),
+    ("transcript", "code.copy", "b", "app.copy_code", "Copy code block",
+     "Copy the fenced code block holding the cursor (else the reply's last one) to the clipboard", False, False),
     ("transcript", "message.copy", "Y", "app.copy_message", "Copy message",
      "Copy the message holding the cursor (else the last one) to the clipboard", False, False),
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.core.library import LibraryError
+from engine.core.chat.code_blocks import code_block_text
 from engine.core.settings import data_dir
 from engine.core.chat.export import (
     conversation_json,
@@ -67,6 +68,16 @@ class LibraryActions:
             return
         self.copy_to_clipboard(text)
         self.notify(f"Copied the message ({len(text)} characters).", timeout=3)
+
+    def action_copy_code(self: Any) -> None:
+        """The fenced code block at the cursor (else the last one shown), its code only (#30.6)."""
+        text = code_block_text(self.controller.conversation, self._cursor())
+        if text is None:
+            self.notify("No code block to copy (a fenced ``` block in a reply).")
+            return
+        self.copy_to_clipboard(text)
+        lines = text.count("\n") + 1
+        self.notify(f"Copied the code block ({lines} line{'s' if lines != 1 else ''}).", timeout=3)
 
     def action_export_chat(self: Any, fmt: str) -> None:
         """Write the live chat to the exports folder: Markdown (the visible branch) or JSON
