@@ -10,6 +10,7 @@ repaints per second, not one per token.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from typing import AsyncIterator, Callable, Sequence
 
@@ -33,6 +34,11 @@ from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
 FLUSH_HZ = 25.0
 
 Post = Callable[[TextualMessage], object]
+
+
+def draw_seed() -> int:
+    """A fresh seed for a turn whose parameters say "random" (short enough to read and retype)."""
+    return random.SystemRandom().randrange(2**32)
 
 
 class ChatController:
@@ -109,8 +115,14 @@ class ChatController:
     # --- parameters
 
     def set_params(self, params: SamplingParams) -> None:
-        """Apply now: a running turn uses them from its next token."""
+        """Apply now: a running turn uses them from its next token, and its reply records where
+        (`Version.changes`, shown in its header: #30.6); the turn keeps its seed."""
         self.params = params
+        node = self._streaming
+        version = node.version if node is not None else None
+        if version is not None and version.finish_reason is None and version.params is not None:
+            params = params.with_changes(seed=version.params.seed)
+            version.changes.append((len(version.tokens or ()), params))
         self.engine.set_params(params)
 
     def toggle_thinking(self) -> str:
@@ -202,14 +214,22 @@ class ChatController:
         chosen = TokenEvent(index, cand.id, cand.text, cand.text, cand.logprob, cand.sampled_prob,
                             position + 1, token.entropy, token.candidates)
         tokens = [*sampled[:index], chosen, *after]
-        version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder,
+        params = self._turn_params()
+        version = Version(tokens=tokens, params=params, branched_at=index, model=self.model_folder,
                           thinking=old.thinking)  # the same reply, continued: the same prompt
         node.add_version(version)
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)
         request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder) + (prefix,),
-                                  self.params, True)
+                                  params, True)
         self._start(node, version, request)
         return None
+
+    def _turn_params(self) -> SamplingParams:
+        """The parameters a turn starts with: a "random" seed is drawn here, so the reply records
+        the seed it was drawn with (its header shows it; the same seed and parameters reproduce it)."""
+        if self.params.seed is not None:
+            return self.params
+        return self.params.with_changes(seed=draw_seed())
 
     def stop(self) -> None:
         """Stop at once: the engine finishes the turn with reason "cancelled"."""
@@ -246,10 +266,11 @@ class ChatController:
             self._post(msg.SendRefused(text, fitted.refusal or "Stopped before the reply began."))
             return
         node = commit()
-        version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder,
+        params = self._turn_params()
+        version = node.add_version(Version(tokens=[], params=params, model=self.model_folder,
                                            thinking=self.thinking))
         self._streaming, self._left_out = node, fitted.dropped
-        request = GenerateRequest(fitted.messages, self.params, thinking=self.thinking)
+        request = GenerateRequest(fitted.messages, params, thinking=self.thinking)
         events = self.engine.generate(request)  # asked first: see `_start`
         prompt = self._counted[1] if self._counted is not None and self._counted[0] == fitted.messages else None
         self._post(msg.GenerationStarted(node, fitted.dropped, prompt))

@@ -56,6 +56,9 @@ class Version:
     # The thinking switch the reply was written under (assistant only; None: the template's
     # default): its generation prompt is rendered so again, keeping the history token-exact.
     thinking: bool | None = None
+    # Parameters changed while the reply streamed (#30.6): (the token index they applied from,
+    # the parameters from there on), oldest first. The reply's header says what changed where.
+    changes: list[tuple[int, SamplingParams]] = field(default_factory=list)
 
     @property
     def token_ids(self) -> tuple[int, ...]:

@@ -24,6 +24,7 @@ from textual.widgets import Static
 
 from engine.core.api import TokenEvent
 from engine.core.chat.conversation import Node, Version
+from engine.core.param_steps import changes_note
 from tui.app.hints import welcome_keys
 from tui.app.safe_text import printable
 from tui.app.widgets.markdown_marks import Mark, markdown_marks
@@ -302,6 +303,10 @@ class AssistantView(Vertical):
             parts.append((f"from token {version.branched_at}", 2))
         if version.params is not None:
             parts.append((f"T={version.params.temperature:.2f}", 3))  # as the parameters panel writes it
+            if version.params.seed is not None:
+                parts.append((f"seed {version.params.seed}", 4))
+            if version.changes:
+                parts.append((changes_note(version.params, version.changes), 2))
         parts.append((f"{len(self.tokens)} tok", 1))
         if version.finish_reason is None:
             parts.append(("streaming…", 0))
