@@ -41,6 +41,8 @@ _SPECS: tuple[_Spec, ...] = (
     ("screen", "chat.new", "ctrl+n", "new_chat", "New chat", "Start a new conversation", False, False),
     ("screen", "chat.resume", "ctrl+l", "resume_last", "Resume last",
      "Reopen the conversation saved when logitscope last quit", False, False),
+    ("screen", "chat.search", "slash", "search", "Search chat",
+     "Search this chat, every branch; then n / N move between the matches", False, False),
     ("screen", "chat.system_prompt", "f2", "system_prompt", "System prompt",
      "Set the system prompt", False, False),
     ("screen", "chat.thinking", "ctrl+k", "toggle_thinking", "Thinking on/off",

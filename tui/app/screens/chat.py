@@ -27,6 +27,7 @@ from engine.core.param_steps import PANEL_PARAMS, apply_preset, format_param, pa
 from tui.app.previews import Previews
 from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_previews import PreviewActions
+from tui.app.screens.chat_search import SearchActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
 from tui.app.widgets.candidates import CandidatesPanel
@@ -44,7 +45,7 @@ PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a st
 HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
 
 
-class ChatScreen(ConversationActions, PreviewActions):
+class ChatScreen(ConversationActions, PreviewActions, SearchActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
     DEFAULT_CSS = LAYOUT_CSS
@@ -98,7 +99,11 @@ class ChatScreen(ConversationActions, PreviewActions):
 
     def on_screen_resume(self) -> None:
         """Back from any dialog (help, library, picker, palette, a value, a question): the input
-        has the focus, so what is typed next is a message, never a parameter key."""
+        has the focus, so what is typed next is a message, never a parameter key. (The search
+        dialog alone places the focus itself: on its match, for n / N.)"""
+        if self._keep_focus:
+            self._keep_focus = False
+            return
         for chat_input in self.query(ChatInput):
             chat_input.focus()
 
@@ -178,6 +183,7 @@ class ChatScreen(ConversationActions, PreviewActions):
             transcript.anchor()
         self._dropped = event.dropped
         self._prompt_tokens = event.prompt_tokens
+        self.end_search()  # the chat changes: the matches would be stale
         if event.prompt_tokens is not None:  # "ctx 0/512" said nothing while the first reply streamed
             self.query_one(StatusBar).context_used = event.prompt_tokens
         self.drop_previews()

@@ -134,6 +134,7 @@ class ConversationActions(Screen[None]):
         transcript.clear()
         transcript.show(self.controller.conversation)
         self._clear_panels()
+        self.end_search()  # type: ignore[attr-defined]
         self.query_one(ChatInput).focus()
 
     def _clear_panels(self) -> None:

@@ -39,6 +39,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.selected: AssistantView | None = None  # the reply holding the token cursor
         self._model: str | None = None  # the loaded model's name for the welcome; None: the demo
         self._system: Node | None = None
+        self.searching = False  # a chat search is on: n / N step through its matches (`chat_search`)
 
     def on_mount(self) -> None:
         self.anchor()
@@ -180,6 +181,10 @@ class Transcript(VerticalScroll, can_focus=True):
     def clear(self) -> None:
         self._select(None, None)
 
+    def select_token(self, view: AssistantView, index: int) -> None:
+        """Put the cursor on token `index` of `view` (a search match), scrolled into sight."""
+        self._select(view, index)
+
     def _replies(self) -> list[AssistantView]:
         return [v for v in self.query_children(AssistantView) if v.tokens]
 
@@ -213,6 +218,11 @@ class Transcript(VerticalScroll, can_focus=True):
         reply or the ones after (before) it; with no token selected, from the chat's first
         (last) token. When there is none, say so (a bell is not seen; before #30.7 `n` with
         nothing selected only selected the last token, silently)."""
+        if self.searching:
+            from tui.app.screens.chat_search import SearchStep
+
+            self.post_message(SearchStep(step))
+            return
         replies = self._replies()
         if not replies:
             self.notify("No reply to look in yet.", timeout=3)
