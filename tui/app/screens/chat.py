@@ -26,6 +26,7 @@ from engine.core.chat.conversation import Node
 from engine.core.param_steps import PANEL_PARAMS, apply_preset, format_param, parse_param, step_param
 from tui.app.previews import Previews
 from tui.app.screens.chat_actions import ConversationActions
+from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.chat_previews import PreviewActions
 from tui.app.screens.chat_search import SearchActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
@@ -45,7 +46,7 @@ PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a st
 HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
 
 
-class ChatScreen(ConversationActions, PreviewActions, SearchActions):
+class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
     DEFAULT_CSS = LAYOUT_CSS
@@ -94,34 +95,6 @@ class ChatScreen(ConversationActions, PreviewActions, SearchActions):
             chat_input.load_text(pasted(draft))
             chat_input.move_cursor(chat_input.document.end)
         chat_input.focus()
-
-    # --- focus follows intent (#30.1)
-
-    def on_screen_resume(self) -> None:
-        """Back from any dialog (help, library, picker, palette, a value, a question): the input
-        has the focus, so what is typed next is a message, never a parameter key. (The search
-        dialog alone places the focus itself: on its match, for n / N.)"""
-        if self._keep_focus:
-            self._keep_focus = False
-            return
-        for chat_input in self.query(ChatInput):
-            chat_input.focus()
-
-    def on_key(self, event: events.Key) -> None:
-        """Outside the input, a printable key that nothing is bound to is the start of a message:
-        it goes to the input, which takes the focus (keys bound there, a digit or a parameter
-        letter, act as bound). Keys reach the screen before the non-priority bindings are
-        looked up, hence the check against the active bindings."""
-        chat_input = self.query_one(ChatInput)
-        if self.focused is chat_input or not event.is_printable or event.character is None:
-            return
-        bound = self.active_bindings
-        if any(key in bound for key in event.aliases):
-            return
-        event.stop()
-        event.prevent_default()
-        chat_input.focus()
-        chat_input.insert(event.character)
 
     # --- engine news
 

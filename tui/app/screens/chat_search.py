@@ -38,7 +38,7 @@ class SearchActions:
     _matches: list[Match] = []
     _match_at = 0
     _query = ""
-    _keep_focus = False  # a dialog closing says where the focus goes itself (see ChatScreen.on_screen_resume)
+    _keep_focus: bool  # the search dialog places the focus itself (`chat_focus.FocusFollowsIntent`)
 
     def action_search(self) -> None:
         if self.controller.busy:
