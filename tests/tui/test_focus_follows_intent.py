@@ -137,3 +137,38 @@ async def test_a_parameter_key_flashes_its_row(make_app: AppFactory) -> None:
         await pilot.pause()
         assert panel.flashed == {"temperature"}
         await wait_until(pilot, lambda: not panel.flashed, timeout=5)
+
+
+async def test_fast_typing_into_the_transcript_keeps_every_letter(make_app: AppFactory) -> None:
+    """Seen in tmux: "unfinished question" typed fast after Esc became "fhed qeo" in the input:
+    the letters queued for the transcript before the input took the focus still stepped the
+    parameters (n, i, s, t...). Every key after the first unbound one is text."""
+    from textual import events
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape")
+        await pilot.pause()
+        before = app.controller.params
+        for char in "fun times":  # one burst, as a fast typist or tmux send-keys delivers it
+            key = "space" if char == " " else char
+            app.post_message(events.Key(key, char))
+        await wait_until(pilot, lambda: app.screen.query_one(ChatInput).text == "fun times")
+        assert app.controller.params == before
+
+
+async def test_fast_typing_after_a_new_chat_is_a_message(make_app: AppFactory) -> None:
+    from textual import events
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape")
+        await pilot.pause()
+        before = app.controller.params
+        app.post_message(events.Key("ctrl+n", None))
+        for char in "test":
+            app.post_message(events.Key(char, char))
+        await wait_until(pilot, lambda: app.screen.query_one(ChatInput).text == "test")
+        assert app.controller.params == before

@@ -14,6 +14,7 @@ import signal
 from collections.abc import Iterable
 from pathlib import Path
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -265,6 +266,12 @@ class LogitscopeApp(LibraryActions, App[None]):
         (a 20 MB config value) is cut in the middle: a toast is for reading."""
         super().notify(printable(shortened(message)), title=printable(shortened(title, 80)), severity=severity,
                        timeout=timeout, markup=False)
+
+    def on_key(self, event: events.Key) -> None:
+        """Before the app's bindings: a key typed as text outside the input goes into it
+        (`ChatScreen.typed_key`, #30.1)."""
+        if self.screen is self.chat_screen and self.chat_screen.typed_key(event):
+            event.prevent_default()  # no binding acts on it
 
     def action_help_quit(self) -> None:
         """Ctrl+C where nothing is selected to copy: say how to quit. Textual's own line is

@@ -135,7 +135,7 @@ class ConversationActions(Screen[None]):
         transcript.show(self.controller.conversation)
         self._clear_panels()
         self.end_search()  # type: ignore[attr-defined]
-        self.query_one(ChatInput).focus()
+        self.set_focus(self.query_one(ChatInput))  # now: keys typed right after go to it
 
     def _clear_panels(self) -> None:
         """No old token's numbers, no old turn's stats or 'stopped'/'error' for a chat that is new

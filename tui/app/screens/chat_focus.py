@@ -35,20 +35,28 @@ class FocusFollowsIntent(Screen[None]):
             self._keep_focus = False
             return
         for chat_input in self.query(ChatInput):
-            chat_input.focus()
+            self.set_focus(chat_input)  # now, not after the keys already queued
 
-    def on_key(self, event: events.Key) -> None:
-        """Outside the input, a printable key that nothing is bound to is the start of a message:
-        it goes to the input, which takes the focus (keys bound there, a digit or a parameter
-        letter, act as bound). Keys reach the screen before the non-priority bindings are
-        looked up, hence the check against the active bindings."""
+    def typed_key(self, event: events.Key) -> bool:
+        """Whether a key that reached the app (`LogitscopeApp.on_key`, before its bindings) is
+        text, now put into the input (True). Two cases, both printable keys sent to a widget
+        other than the input:
+
+        - nothing is bound to it there: the start of a message; the input takes the focus;
+        - the input has the focus already: the input stops every printable key it takes, so
+          this one was queued for the transcript while the key before it (Ctrl+N, an unbound
+          letter) moved the focus; it is text like its neighbours ("unfinished question" typed
+          fast after Esc came out as "fhed qeo", the rest stepping parameters; seen in tmux).
+
+        Decided at the app, not on the way up: keys reach the app in the order typed, each
+        after the one before has acted, so the letters keep their order.
+        """
+        if not event.is_printable or event.character is None:
+            return False
         chat_input = self.query_one(ChatInput)
-        if self.focused is chat_input or not event.is_printable or event.character is None:
-            return
-        bound = self.active_bindings
-        if any(key in bound for key in event.aliases):
-            return
+        if self.focused is not chat_input and any(key in self.active_bindings for key in event.aliases):
+            return False
         event.stop()
-        event.prevent_default()
-        chat_input.focus()
+        self.set_focus(chat_input)
         chat_input.insert(event.character)
+        return True
