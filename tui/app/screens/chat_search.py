@@ -91,7 +91,7 @@ class SearchActions:
         self.controller.prepare()  # the branch now shown is the one the next reply continues
         view = transcript.view_of(match.node)
         if view is not None and view.tokens:
-            transcript.select_token(view, _token_at(view.tokens, match.start))
+            transcript.select_token(match.node, _token_at(view.tokens, match.start))
         else:
             transcript.clear()
             for user in transcript.query(UserView):

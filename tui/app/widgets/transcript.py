@@ -181,10 +181,6 @@ class Transcript(VerticalScroll, can_focus=True):
     def clear(self) -> None:
         self._select(None, None)
 
-    def select_token(self, view: AssistantView, index: int) -> None:
-        """Put the cursor on token `index` of `view` (a search match), scrolled into sight."""
-        self._select(view, index)
-
     def _replies(self) -> list[AssistantView]:
         return [v for v in self.query_children(AssistantView) if v.tokens]
 
