@@ -274,9 +274,10 @@ class ScriptedEngine:
         for n, token in enumerate(shown):
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
+            stats = self._event(n, token, request.params) if request.params.candidates else None
             for row, candidate in enumerate(request.candidates):
                 yield PreviewToken(row, candidate, n, self._vocab.id_of(token.text), token.text,
-                                   math.log(max(token.prob, 1e-12)))
+                                   math.log(max(token.prob, 1e-12)), stats)
         ids = tuple(self._vocab.id_of(token.text) for token in shown)
         text = "".join(token.text for token in shown)
         reason = "length" if len(script) > request.tokens else "stop"

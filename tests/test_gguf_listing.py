@@ -129,3 +129,19 @@ def test_quantization_from_the_header_when_the_name_does_not_say(tmp_path: Path)
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"GGUF\x03\0\0\0" + b"\xff" * 64)
     assert ggufs.quantization(junk) == ""
+
+
+def test_a_typed_parent_folder_lists_the_mlx_models_inside(tmp_path: Path, tiny: Path) -> None:
+    """Before (#30.7): ~/models holding two MLX model folders listed nothing; only a model's own
+    folder did."""
+    import shutil
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("b-model", "a-model"):
+        shutil.copytree(tiny, models / name)
+    (models / "not-a-model").mkdir()
+    found = hub.folder_models(str(models))
+    assert [(e.name, e.format, e.source) for e in found] == [("models/a-model", "mlx", "folder"),
+                                                             ("models/b-model", "mlx", "folder")]
+    assert found[0].spec == str((models / "a-model").resolve())

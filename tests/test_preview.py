@@ -64,6 +64,29 @@ async def test_each_preview_equals_its_branch(chatml_model: Path, engine: Engine
     assert any(p.token_ids for p in finished.previews)
 
 
+async def test_previews_with_candidates_carry_the_branch_statistics(chatml_model: Path, engine: Engine) -> None:
+    """#30.2: a preview asked with candidates gives each token every statistic its branch's token
+    has (a branch that starts from it keeps them); without candidates, none (a glance)."""
+    _, request = await first_reply(engine, chatml_model)
+    params = SamplingParams(temperature=0.0, candidates=4, max_tokens=request.tokens)
+    asked = PreviewRequest(request.messages, request.candidates[:2], request.tokens, params, request.seed)
+    tokens, finished = await previews(engine, asked)
+    for row, preview in enumerate(finished.previews):
+        branch = asked.branch(preview.candidate)
+        events, _ = await run(engine, branch.messages, branch.params, continue_last=True)
+        got = [t.stats for t in tokens if t.row == row]
+        assert all(s is not None for s in got) and got
+        for mine, theirs in zip(got, events):
+            assert mine is not None
+            assert (mine.id, mine.rank, [c.id for c in mine.candidates]) == (theirs.id, theirs.rank,
+                                                                           [c.id for c in theirs.candidates])
+            assert mine.entropy == pytest.approx(theirs.entropy, abs=1e-4)
+            assert mine.logprob == pytest.approx(theirs.logprob, abs=1e-4)
+    glance = PreviewRequest(request.messages, request.candidates[:1], 4, SamplingParams(temperature=0.0, candidates=0), 0)
+    plain, _ = await previews(engine, glance)
+    assert plain and all(t.stats is None for t in plain)
+
+
 async def test_window_cache_previews_equal_branches(window_model: Path, engine: Engine) -> None:
     """A sliding-window layer (past its window, so it cannot be cut) is copied, never rewound."""
     _, request = await first_reply(engine, window_model)

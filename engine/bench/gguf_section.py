@@ -103,7 +103,7 @@ async def gguf_section(section: Section, shapes: tuple[str, ...], scratch: Path,
     """Rows and ratios for every Llama or Qwen2 shape in `shapes` (its 4-bit or bf16 suffix ignored:
     the GGUF files are made from float32) and every file type."""
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("gguf") is None:
-        section.skipped = 'needs the [gguf] extra: pip install "logitscope[gguf]"'
+        section.skipped = "needs the [gguf] extra: in logitscope's folder, python3 -m pip install \".[gguf]\""
         return
     for shape in dict.fromkeys(s.split("-")[0] for s in shapes if s.split("-")[0] in ("2m", "30m", "qwen0.5b")):
         files = gguf_files(shape, scratch)

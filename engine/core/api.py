@@ -265,12 +265,14 @@ class PreviewRequest:
     first ``position`` tokens. Each row is exactly the turn a branch would run: the same messages
     with the candidate appended to the reply, `continue_last=True`, `params` with their `tokens`
     as max_tokens and `seed` (the fixed seed every row draws with, so previews are reproducible).
+    With `params.candidates` 0 (the default) a row is a glance, its ids and log p only; above 0
+    each token carries every statistic its branch's token has (`PreviewToken.stats`).
     """
 
     messages: tuple[Message, ...]
     candidates: tuple[int, ...]
     tokens: int = 12
-    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.0))
+    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.0, candidates=0))
     seed: int = 0
 
     def branch(self, candidate: int) -> GenerateRequest:
@@ -291,6 +293,9 @@ class PreviewToken:
     id: int
     text: str  # the printable text this token completes (as `TokenEvent.text`)
     logprob: float  # log p_raw
+    # Every statistic of the token, when the request's params ask for candidates (> 0): a branch
+    # that starts from this preview keeps them, so none of its tokens is second-class (#30.2).
+    stats: TokenEvent | None = None
 
 
 @dataclass(frozen=True)

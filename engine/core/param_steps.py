@@ -132,3 +132,16 @@ def typed_value(params: SamplingParams, name: str) -> str:
 def apply_preset(params: SamplingParams, preset: dict[str, int | float | None]) -> SamplingParams:
     """`params` with a preset's values (already validated by the config loader)."""
     return params.with_changes(**preset)
+
+
+def changes_note(start: SamplingParams, changes: list[tuple[int, SamplingParams]]) -> str:
+    """What changed while a reply streamed, for its header (#30.6): "at token 12: temperature
+    0.70→0.40" for the first change, "(+2 more)" for the rest; "" with no change (the seed,
+    which a running reply keeps, is left out)."""
+    if not changes:
+        return ""
+    at, after = changes[0]
+    shown = [f"{label} {format_param(start, name)}→{format_param(after, name)}"
+             for name, label in PANEL_PARAMS if name != "seed" and getattr(start, name) != getattr(after, name)]
+    note = f"at token {at}: {', '.join(shown)}" if shown else f"changed at token {at}"
+    return note + (f" (+{len(changes) - 1} more)" if len(changes) > 1 else "")

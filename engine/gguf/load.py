@@ -19,7 +19,8 @@ from engine.models.ggufs import hub_file, is_gguf_spec  # noqa: F401 - is_gguf_s
 
 DEFAULT_CONTEXT = 8192  # llama.cpp allocates the whole KV cache up front: a 128k model would not fit
 MAGIC = b"GGUF"
-INSTALL_HINT = 'GGUF models need the [gguf] extra: pip install "logitscope[gguf]"'
+INSTALL_COMMAND = 'python3 -m pip install ".[gguf]"'  # as README's "GGUF models" has it (from logitscope's folder)
+INSTALL_HINT = f"GGUF models need the [gguf] extra: in logitscope's folder, {INSTALL_COMMAND}"
 
 
 @dataclass(frozen=True)

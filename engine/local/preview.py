@@ -28,6 +28,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import KVCache, make_prompt_cache
 
 from engine.core.api import (
+    Candidate,
     ContextLimitError,
     EngineError,
     FinishReason,
@@ -35,6 +36,7 @@ from engine.core.api import (
     PreviewFinished,
     PreviewRequest,
     PreviewToken,
+    TokenEvent,
 )
 from engine.local.penalties import make_penalties
 from engine.local.prompt import common_prefix_len
@@ -216,8 +218,10 @@ class _Batch:
         self.cache = batch_cache(session, self.start, len(self.rows), room)
         self.params = request.params.with_changes(seed=request.seed)
         self.samplers: list[LiveSampler] = []  # made on the first step, once the logits tell the vocabulary
+        self.window = self.params.repetition_context_size
+        # `_greedy` serves a glance (no candidates asked); with candidates every token gets its statistics
         self.greedy = (self.params.temperature == 0.0 and make_penalties(self.params) is None
-                       and not needs_extended(self.params))  # `_greedy` serves
+                       and not needs_extended(self.params) and self.params.candidates == 0)
         self.eos = set(session.tokenizer.eos_token_ids)
 
     def run(self, limit: int, stop: Callable[[], bool]) -> None:
@@ -272,10 +276,18 @@ class _Batch:
                 continue
             text = row.text.add(token)
             row.pieces.append(text)
-            self.emit(PreviewToken(number, row.candidate, len(row.ids), token, text, float(values[1])))
+            stats = self._stats(len(row.ids), token, text, values) if self.params.candidates else None
+            self.emit(PreviewToken(number, row.candidate, len(row.ids), token, text, float(values[1]), stats))
             row.ids.append(token)
             if last:
                 row.reason = "length"
+
+    def _stats(self, index: int, token: int, text: str, values: list[float]) -> TokenEvent:
+        """The token as a reply has it (`engine.local.turn` builds the same from the same row)."""
+        stats = LiveSampler.unpack(values, self.params.candidates)
+        pieces = self.session.pieces
+        return TokenEvent(index, token, text, pieces(token), stats.logprob, stats.sampled_prob, stats.rank,
+                          stats.entropy, tuple(Candidate(c, pieces(c), lp, sp) for c, lp, sp in stats.candidates))
 
     def _all_done(self) -> bool:
         return all(row.reason is not None for row in self.rows)

@@ -322,8 +322,9 @@ def gguf_entry(file: Path, spec: str, name: str, source: Literal["recent", "cach
 
 
 def folder_models(typed: str) -> list[ModelEntry]:
-    """What a path the user typed holds: the MLX model it is, and the GGUF files in it (or the
-    GGUF file it is). Never raises: a path that is not there holds nothing."""
+    """What a path the user typed holds: the MLX model it is or the MLX models in its direct
+    subfolders (a parent folder such as ~/models, #30.7), and the GGUF files in it (or the GGUF
+    file it is). Never raises: a path that is not there holds nothing."""
     path = Path(typed.strip()).expanduser()
     try:
         if path.is_file():
@@ -334,9 +335,25 @@ def folder_models(typed: str) -> list[ModelEntry]:
     except OSError:
         return []
     folder = path.resolve()
-    found = [ModelEntry(str(folder), folder.name, "folder", str(folder))] if is_loadable_folder(folder) else []
+    found = [ModelEntry(str(sub), sub.relative_to(folder.parent).as_posix(), "folder", str(sub))
+             for sub in [folder, *_subfolders(folder)] if is_loadable_folder(sub)]
     return found + [gguf_entry(f, normalise_spec(str(f)), f.relative_to(folder).as_posix(), "folder")
                     for f in ggufs.files_in(folder)]
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    """The direct subfolders of a typed folder, sorted, at most `ggufs.FOLDER_LIMIT` (a typed
+    path may be ``/`` or a huge mount: only one level, and only so many)."""
+    found: list[Path] = []
+    try:
+        for entry in folder.iterdir():
+            if entry.is_dir() and not entry.name.startswith("."):
+                found.append(entry)
+                if len(found) >= ggufs.FOLDER_LIMIT:
+                    break
+    except OSError:
+        pass  # unreadable: what was found is still listed
+    return sorted(found)
 
 
 def _recent_entry(spec: str) -> ModelEntry | None:

@@ -23,7 +23,7 @@ from tui.app.screens.model_picker import ModelPicker
 
 HAVE_GGUF = importlib.util.find_spec("gguf") is not None
 HAVE_LLAMA = HAVE_GGUF and importlib.util.find_spec("llama_cpp") is not None
-INSTALL_HINT = 'GGUF models need the [gguf] extra: pip install "logitscope[gguf]"'
+INSTALL_HINT = 'GGUF models need the [gguf] extra: in logitscope\'s folder, python3 -m pip install ".[gguf]"'
 
 
 @pytest.fixture(scope="module")

@@ -40,3 +40,29 @@ async def test_export_markdown_and_json(make_app: AppFactory) -> None:
         assert data["title"] == "Tell me"
         live = conversation_to_dict(app.controller.conversation)
         assert conversation_to_dict(conversation_from_dict(data)) == live
+
+
+CODE_REPLY = ["Here:", "\n", "```python", "\n", "print(1)", "\n", "x = 2", "\n", "```", "\n", "and", "\n",
+              "```", "\n", "ls", "\n", "```"]
+
+
+async def test_b_copies_a_fenced_code_block(make_app: AppFactory) -> None:
+    """#30.6: one key copies a code block's code (the fences and the prose left out)."""
+    from engine.scripted import ScriptedEngine
+
+    app = make_app(ScriptedEngine([CODE_REPLY]))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "code please")
+        await pilot.press("escape", "b")  # no token selected: the reply's last block
+        await wait_until(pilot, lambda: app.clipboard == "ls")
+        await pilot.press("home", "right", "right", "right", "right")  # "print(1)"
+        await pilot.press("b")
+        await wait_until(pilot, lambda: app.clipboard == "print(1)\nx = 2")
+
+
+def test_code_blocks_are_found_by_their_fences() -> None:
+    from engine.core.chat.code_blocks import code_blocks
+
+    text = "a\n```py\none\ntwo\n```\nb\n~~~~\nthree\n~~~~\n```\nunclosed"
+    blocks = [(text[b.start:b.end], b.language) for b in code_blocks(text)]
+    assert blocks == [("one\ntwo", "py"), ("three", ""), ("unclosed", "")]

@@ -83,3 +83,24 @@ async def test_rename_delete_undo_fork(make_app: AppFactory) -> None:
         await wait_until(pilot, lambda: sorted(_rows(app)) == ["Hot rocks", "Hot rocks (copy)"])
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, LibraryScreen))
+
+
+async def test_undo_survives_closing_the_library(make_app: AppFactory) -> None:
+    """Before (#30.6): the undo stack lived in the dialog; closed and reopened, Ctrl+Z rang the bell."""
+    app = make_app()
+    _fill(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.press("ctrl+g")
+        await wait_until(pilot, lambda: len(_rows(app)) == 3)
+        await pilot.press(*"penguin")
+        await wait_until(pilot, lambda: _rows(app) == ["About penguins"])
+        await pilot.press("ctrl+d")
+        await wait_until(pilot, lambda: _rows(app) == [])
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, LibraryScreen))
+        await pilot.press("ctrl+g")
+        await wait_until(pilot, lambda: len(_rows(app)) == 2)
+        await pilot.press("ctrl+z")
+        await wait_until(pilot, lambda: len(_rows(app)) == 3)
+        assert "About penguins" in _rows(app)

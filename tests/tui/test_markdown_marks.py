@@ -30,3 +30,16 @@ def test_marks_stay_inside_their_line() -> None:
 
 def test_an_open_fence_runs_to_the_end() -> None:
     assert _found("```\n**x**") == [("marker", "```"), ("code", "**x**")]
+
+
+def test_fenced_code_is_coloured_by_its_language() -> None:
+    """#30.6: before, a fenced block was one colour whatever its language."""
+    from tui.app.widgets.render import mark_style
+
+    text = "x\n```python\ndef f(a):  # hi\n    return 'a' + 1\n```\n```\nplain = 1\n```"
+    found = {(text[s:e], role) for s, e, role in markdown_marks(text) if role in ("kw", "str", "comment", "num", "name")}
+    assert {("def", "kw"), ("f", "name"), ("# hi", "comment"), ("return", "kw"), ("1", "num")} <= found
+    assert not any(part == "plain" for part, _ in found)  # no language named: no colours
+    variables = {"text-primary": "#ff0000", "text-success": "#00ff00", "text-warning": "#0000ff",
+                 "text-secondary": "#00ffff", "text-accent": "#ffffff"}
+    assert len({mark_style(role, variables).color for role in ("kw", "str", "num", "name", "code")}) == 5

@@ -57,8 +57,11 @@ async def test_a_cursor_that_keeps_moving_asks_nothing_until_it_rests(make_app: 
 
 
 async def test_choosing_a_previewed_candidate_continues_from_its_preview(make_app: Any) -> None:
+    """At temperature 0 a preview is exactly what the branch draws: the branch starts with it,
+    and every one of its tokens keeps its statistics (before #30.2: "candidates are off", rank
+    and entropy "—" for the first 12)."""
     engine = ScriptedEngine()
-    app = make_app(engine, config_text=FAST)
+    app = make_app(engine, config_text=FAST + "[sampling]\ntemperature = 0.0\n")
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         await pilot.press("escape", "right", "home")
@@ -72,6 +75,27 @@ async def test_choosing_a_previewed_candidate_continues_from_its_preview(make_ap
         assert sent == (hi.id, *(t.id for t in previewed.tokens))  # the preview's 12 ids are not asked again
         assert node.version.reply_text().startswith("Hi! I am a scripted model.")
         assert not panel(app).rows and not app.screen.previews.rows(engine.preview_requests[0])[0].done  # dropped
+        tokens = node.version.tokens
+        assert all(t.candidates and t.rank is not None and t.entropy is not None for t in tokens)
+        assert [t.index for t in tokens] == list(range(len(tokens)))
+
+
+async def test_at_a_sampling_temperature_a_branch_draws_its_own_tokens(make_app: Any) -> None:
+    """Before (#30.2): at T=0.70 the branch took the greedy preview's 12 tokens (no statistics),
+    and choosing the same candidate twice started both branches alike."""
+    engine = ScriptedEngine()
+    app = make_app(engine, config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        assert app.controller.params.temperature > 0
+        await pilot.press("escape", "right", "home")
+        await wait_until(pilot, lambda: all_done(app))
+        node = app.controller.conversation.path()[-1]
+        hi = node.version.tokens[0].candidates[1]
+        await pilot.press("2")
+        await wait_idle(app, pilot)
+        assert engine.requests[-1].messages[-1].token_ids == (hi.id,)  # only the chosen candidate
+        assert all(t.candidates and t.rank is not None for t in node.version.tokens)
 
 
 class _NoPreviews(ScriptedEngine):
@@ -87,12 +111,65 @@ async def test_an_engine_without_previews_says_so_once(make_app: Any) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         await pilot.press("escape", "right", "home")
-        await wait_until(pilot, lambda: app.screen.previews.off)
+        await wait_until(pilot, lambda: bool(app.screen.previews.problem))
         await pilot.press("right", "right")
-        await pilot.pause(0.1)
-        assert not panel(app).rows
-        notes = [n for n in app._notifications if n.title == "Previews off"]
+        await pilot.pause(0.3)
+        assert [row[1] for row in panel(app).rows] == [
+            "no preview: Previews are not available on a remote server (--server): they need the local engine."]
+        notes = [n for n in app._notifications if n.title == "No preview"]
         assert len(notes) == 1 and "remote server" in notes[0].message
+
+
+class _NoRoomOnce(ScriptedEngine):
+    """Refuses its first preview as a full context does, then previews as usual."""
+
+    refused = False
+
+    def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
+        if self.refused:
+            return super().preview(request)
+        self.refused = True
+        self.preview_requests.append(request)
+
+        async def refuse() -> AsyncGenerator[PreviewEvent, None]:
+            raise EngineError("The reply already fills the context: there is no room to preview.")
+            yield  # pragma: no cover
+        return refuse()
+
+
+async def test_one_refused_preview_leaves_the_others_on(make_app: Any) -> None:
+    """Before: one refusal ("no room to preview") turned previews off for the rest of the session."""
+    engine = _NoRoomOnce()
+    app = make_app(engine, config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape", "home")  # one action: only the first token is asked
+        await wait_until(pilot, lambda: engine.refused and bool(panel(app).rows))
+        assert "no room to preview" in panel(app).rows[0][1]
+        await pilot.press("right")
+        await wait_until(pilot, lambda: all_done(app) and len(panel(app).rows) == 3)
+        assert len(engine.preview_requests) == 2
+        await pilot.press("left")  # the refused token is not asked again
+        await pilot.pause(0.3)
+        assert len(engine.preview_requests) == 2 and "no room" in panel(app).rows[0][1]
+
+
+async def test_the_palette_turns_previews_off_and_on(make_app: Any) -> None:
+    from tui_helpers import palette_run
+
+    engine = ScriptedEngine()
+    app = make_app(engine, config_text=FAST)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await palette_run(pilot, "Previews on/off")
+        await pilot.press("escape", "right", "home")
+        await pilot.pause(0.3)
+        assert not engine.preview_requests and not panel(app).rows
+        await palette_run(pilot, "Previews on/off")
+        app.screen.query_one("Transcript").focus()
+        await pilot.press("right")
+        await wait_until(pilot, lambda: all_done(app))
+        assert engine.preview_requests
 
 
 async def test_preview_text_is_shown_as_data(make_app: Any) -> None:

@@ -19,6 +19,12 @@ from tui.app.widgets.chat_input import ChatInput
 from tui_helpers import SIZE, send, wait_idle
 
 
+@pytest.fixture(autouse=True)
+def _fixed_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A "random" seed is drawn per turn and shown on the reply: a fixed one keeps the picture fixed."""
+    monkeypatch.setattr("tui.app.controller.draw_seed", lambda: 1234)
+
+
 async def _chat(pilot: Any) -> None:
     # A blinking caret would make the picture depend on when it is taken.
     pilot.app.screen.query_one(ChatInput).cursor_blink = False

@@ -127,3 +127,20 @@ def test_a_line_typed_in_one_burst_with_enter_is_sent_whole(tmux: Tmux) -> None:
     tmux.run("send-keys", "-t", "t", "quick burst line", "Enter")
     screen = tmux.wait_for(lambda s: "and branches." in s and "decode" in s)
     assert "quick burst line" in screen
+
+
+def test_text_typed_fast_after_esc_and_ctrl_n_is_a_message(tmux: Tmux) -> None:
+    """#30.1, seen in a real terminal: after Esc, Ctrl+N and a question typed at once, nothing was
+    sent and the letters stepped the parameters ("unfinished question" came out "fhed qeo")."""
+    tmux.start(f"{sys.executable} -m tui.main --fake-engine")
+    tmux.wait_for(lambda s: "scripted-demo" in s and "ready" in s)
+    tmux.type_line("hi")
+    tmux.wait_for(lambda s: "and branches." in s and "decode" in s)
+    tmux.run("send-keys", "-t", "t", "Escape")
+    time.sleep(0.5)
+    tmux.run("send-keys", "-t", "t", "C-n")
+    tmux.run("send-keys", "-t", "t", "-l", "What is 2 plus 3? unfinished question")  # one burst, no pause
+    screen = tmux.wait_for(lambda s: "What is 2 plus 3? unfinished question" in s)
+    assert "temperature    0.70" in screen and "top-k             0" in screen
+    tmux.run("send-keys", "-t", "t", "Enter")
+    tmux.wait_for(lambda s: "█ What is 2 plus 3? unfinished question" in s)

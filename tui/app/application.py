@@ -15,6 +15,7 @@ import signal
 from collections.abc import Iterable
 from pathlib import Path
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -36,7 +37,9 @@ from tui.app.commands import LogitscopeCommands
 from tui.app.controller import ChatController, Post
 from tui.app.keymap import build_keymap
 from tui.app.library_sync import LibrarySync
+from engine.core.chat.draft import draft_path, save_draft
 from engine.core.chat.store import last_conversation_path, save_conversation
+from tui.app.widgets.chat_input import ChatInput
 from tui.app.screens.chat import ChatScreen
 from tui.app.screens.help import HelpScreen
 from tui.app.library_actions import LibraryActions
@@ -84,7 +87,8 @@ class LogitscopeApp(App[None]):
                                    streaming=lambda: self.controller.busy)
         self._controller: ChatController | None = None  # made with the chat screen, whose messages it posts
         self.library_actions = LibraryActions(self)
-        self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir))
+        self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir),
+                                      draft_path(self.save_dir))
         self._engine_closed = False
         self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
         self.exit_note: str | None = None  # one line for the terminal once the screen is gone
@@ -111,6 +115,9 @@ class LogitscopeApp(App[None]):
 
     def action_copy_message(self) -> None:
         self.library_actions.copy_message()
+
+    def action_copy_code(self) -> None:
+        self.library_actions.copy_code()
 
     def action_export_chat(self, fmt: str) -> None:
         self.library_actions.export_chat(fmt)
@@ -209,6 +216,7 @@ class LogitscopeApp(App[None]):
         the conversation, and leave at once (the OS frees the model and its thread)."""
         self.engine.cancel()
         self._save_conversation()
+        self._save_draft()
         os._exit(0)
 
     async def action_quit(self) -> None:
@@ -237,12 +245,22 @@ class LogitscopeApp(App[None]):
             return
         self._engine_closed = True
         self._save_conversation()  # first: whatever the engine does now, the chat is on disk
+        self._save_draft()
         self.library.save_now()
         try:
             await asyncio.wait_for(self.controller.close(), QUIT_WAIT_S)
         except asyncio.TimeoutError:
             self.engine_stuck = True
         self.library.close()
+
+    def _save_draft(self) -> None:
+        """Keep the text left in the input for the next start (#30.6); a failure is one line on exit."""
+        inputs = self.chat_screen.query(ChatInput) if self.chat_screen.is_mounted else []
+        text = inputs.first().text if inputs else ""
+        try:
+            save_draft(text, draft_path(self.save_dir))
+        except OSError as exc:
+            self.exit_note = f"logitscope: the unsent message could not be kept: {exc.strerror or exc}"
 
     def _save_conversation(self) -> bool:
         """Write the chat for "resume"; whether it is written (or empty). A failure (a full disk)
@@ -281,6 +299,21 @@ class LogitscopeApp(App[None]):
         (a 20 MB config value) is cut in the middle: a toast is for reading."""
         super().notify(printable(shortened(message)), title=printable(shortened(title, 80)), severity=severity,
                        timeout=timeout, markup=False)
+
+    def on_key(self, event: events.Key) -> None:
+        """Before the app's bindings: a key typed as text outside the input goes into it
+        (`ChatScreen.typed_key`, #30.1)."""
+        if self.screen is self.chat_screen and self.chat_screen.typed_key(event):
+            event.prevent_default()  # no binding acts on it
+
+    def action_help_quit(self) -> None:
+        """Ctrl+C where nothing is selected to copy: say how to quit. Textual's own line is
+        markup ("[b]ctrl+q[/b]"), which `notify` here shows literally; this one is plain text and
+        names the key as the keymap has it (#30.7)."""
+        for active in self.active_bindings.values():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press {self.get_key_display(active.binding)} to quit.", title="Do you want to quit?")
+                return
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap, self.config_problems))

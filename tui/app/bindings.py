@@ -39,6 +39,8 @@ _SPECS: tuple[_Spec, ...] = (
     ("screen", "chat.new", "ctrl+n", "new_chat", "New chat", "Start a new conversation", False, False),
     ("screen", "chat.resume", "ctrl+l", "resume_last", "Resume last",
      "Reopen the conversation saved when logitscope last quit", False, False),
+    ("screen", "chat.search", "slash", "search", "Search chat",
+     "Search this chat, every branch; then n / N move between the matches", False, False),
     ("screen", "chat.system_prompt", "f2", "system_prompt", "System prompt",
      "Set the system prompt", False, False),
     # not ctrl+k: that deletes to the line's end in the input (TextArea), and a priority binding took it
@@ -111,6 +113,8 @@ _SPECS: tuple[_Spec, ...] = (
      "Find a kept chat by any word in it and reopen it; rename, delete (with undo) or fork it", False, False),
     ("transcript", "token.copy", "y", "app.copy_token", "Copy token",
      "Copy the selected token's text to the clipboard", False, False),
+    ("transcript", "code.copy", "b", "app.copy_code", "Copy code block",
+     "Copy the fenced code block holding the cursor (else the reply's last one) to the clipboard", False, False),
     ("transcript", "message.copy", "Y", "app.copy_message", "Copy message",
      "Copy the message holding the cursor (else the last one) to the clipboard", False, False),
     # The dialogs: each acts only while its dialog is on top (`tui.app.keymap.MODAL_PLACES`).

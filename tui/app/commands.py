@@ -50,6 +50,8 @@ class LogitscopeCommands(Provider):
         out.append(("Past thinking: exact cache / as the template renders it", chat.action_toggle_past_thinking,
                     "Earlier replies' <think> blocks: kept as the exact ids in the cache (reused), or as the chat "
                     "template renders them (dropped where it drops them: less context, the last reply re-read)"))
+        out.append(("Previews on/off", chat.action_toggle_previews,
+                    "Turn the what-if previews under the candidates off, or on again"))
         for name, label in ALL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
         for order in ORDERS:

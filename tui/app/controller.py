@@ -10,6 +10,7 @@ repaints per second, not one per token.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from typing import AsyncIterator, Callable, Sequence
 
@@ -36,6 +37,11 @@ FLUSH_HZ = 25.0
 Post = Callable[[TextualMessage], object]
 
 
+def draw_seed() -> int:
+    """A fresh seed for a turn whose parameters say "random" (short enough to read and retype)."""
+    return random.SystemRandom().randrange(2**32)
+
+
 class ChatController:
     """Owns the engine and the conversation; posts messages through `post`."""
 
@@ -59,6 +65,7 @@ class ChatController:
         self._load_task: asyncio.Task[bool] | None = None
         self._stop_asked = False  # Esc while a turn is still being fitted: it never starts
         self._left_out = 0  # oldest messages the last turn left out to fit the context
+        self._counted: tuple[tuple[Message, ...], int] | None = None  # the last messages counted, and their count
         self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
         self.past_thinking: bool | None = None  # drop earlier replies' thinking (None: as the template does)
 
@@ -128,8 +135,14 @@ class ChatController:
     # --- parameters
 
     def set_params(self, params: SamplingParams) -> None:
-        """Apply now: a running turn uses them from its next token."""
+        """Apply now: a running turn uses them from its next token, and its reply records where
+        (`Version.changes`, shown in its header: #30.6); the turn keeps its seed."""
         self.params = params
+        node = self._streaming
+        version = node.version if node is not None else None
+        if version is not None and version.finish_reason is None and version.params is not None:
+            params = params.with_changes(seed=version.params.seed)
+            version.changes.append((len(version.tokens or ()), params))
         self.engine.set_params(params)
 
     def toggle_thinking(self) -> str:
@@ -279,15 +292,23 @@ class ChatController:
         chosen = TokenEvent(index, cand.id, cand.text, cand.text, cand.logprob, cand.sampled_prob,
                             position + 1, token.entropy, token.candidates)
         tokens = [*sampled[:index], chosen, *after]
-        version = Version(tokens=tokens, params=self.params, branched_at=index, model=self.model_folder,
+        params = self._turn_params()
+        version = Version(tokens=tokens, params=params, branched_at=index, model=self.model_folder,
                           thinking=old.thinking, thinking_opened=old.thinking_opened)  # the same prompt
         node.add_version(version)
         self.conversation.changed()
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)
         request = GenerateRequest(self.history(upto=node) + (prefix,),
-                                  self.params, True)
+                                  params, True)
         self._start(node, version, request)
         return None
+
+    def _turn_params(self) -> SamplingParams:
+        """The parameters a turn starts with: a "random" seed is drawn here, so the reply records
+        the seed it was drawn with (its header shows it; the same seed and parameters reproduce it)."""
+        if self.params.seed is not None:
+            return self.params
+        return self.params.with_changes(seed=draw_seed())
 
     def stop(self) -> None:
         """Stop at once: the engine finishes the turn with reason "cancelled"."""
@@ -322,13 +343,15 @@ class ChatController:
             self._post(msg.SendRefused(text, fitted.refusal or "Stopped before the reply began."))
             return
         node = commit()
-        version = node.add_version(Version(tokens=[], params=self.params, model=self.model_folder,
+        params = self._turn_params()
+        version = node.add_version(Version(tokens=[], params=params, model=self.model_folder,
                                            thinking=self.thinking, thinking_opened=self._opens_thinking()))
         self.conversation.changed()
         self._streaming, self._left_out = node, fitted.dropped
-        request = GenerateRequest(fitted.messages, self.params, thinking=self.thinking)
+        request = GenerateRequest(fitted.messages, params, thinking=self.thinking)
         events = self.engine.generate(request)  # asked first: see `_start`
-        self._post(msg.GenerationStarted(node, fitted.dropped))
+        prompt = self._counted[1] if self._counted is not None and self._counted[0] == fitted.messages else None
+        self._post(msg.GenerationStarted(node, fitted.dropped, prompt))
         await self._run(node, version, events)
 
     def _opens_thinking(self) -> bool:
@@ -336,6 +359,13 @@ class ChatController:
         switch is not off): the reply then thinks from its first token."""
         info = self.engine.model
         return info is not None and info.opens_thinking and self.thinking is not False
+
+    async def _count(self, messages: Sequence[Message]) -> int:
+        """Count, remembering the last count: the prompt a turn sends was counted to fit it, and
+        the status bar's "ctx" needs that number while the reply streams (#30.7)."""
+        tokens = await self.engine.count_tokens(messages, thinking=self.thinking)
+        self._counted = (tuple(messages), tokens) if tokens > 0 else None
+        return tokens
 
     @property
     def model_folder(self) -> str | None:

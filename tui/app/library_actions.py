@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
+from engine.core.chat.code_blocks import code_block_text
 from engine.core.chat.conversation import Conversation
 from engine.core.chat.fileformat import conversation_from_dict
 from engine.core.library import Library, LibraryError
@@ -69,7 +70,7 @@ class LibraryActions:
         if isinstance(self.app.screen, LibraryScreen):
             return
         self.app.library.save_soon()
-        self.app.push_screen(LibraryScreen(self.app.library.path), self._open_from_library)
+        self.app.push_screen(LibraryScreen(self.app.library.path, self.app.library.deleted), self._open_from_library)
 
     def _open_from_library(self, chat_id: str | None) -> None:
         if chat_id:
@@ -114,6 +115,16 @@ class LibraryActions:
             return
         self.app.copy_to_clipboard(text)
         self.app.notify(f"Copied the message ({len(text)} characters).", timeout=3)
+
+    def copy_code(self) -> None:
+        """The fenced code block at the cursor (else the last one shown), its code only."""
+        text = code_block_text(self.app.controller.conversation, self._cursor())
+        if text is None:
+            self.app.notify("No code block to copy (a fenced ``` block in a reply).")
+            return
+        self.app.copy_to_clipboard(text)
+        lines = text.count("\n") + 1
+        self.app.notify(f"Copied the code block ({lines} line{'s' if lines != 1 else ''}).", timeout=3)
 
     def export_chat(self, fmt: str) -> None:
         """Write the live chat to the exports folder: Markdown (the visible branch) or JSON

@@ -80,6 +80,7 @@ class LibrarySync:
         self._again = False
         self._last_problem: str | None = None
         self._unsaid: str | None = None
+        self.deleted: list[str] = []  # the library dialog's undo stack: it outlives the dialog (#30.6)
 
     def observing(self, post: Post) -> Post:
         """`post`, also committing when a turn starts, ends or fails."""

@@ -68,6 +68,7 @@ class GenerationStarted(Message):
 
     node: Node
     dropped: int = 0
+    prompt_tokens: int | None = None  # the prompt's length where it was counted (the context it takes)
 
 
 @dataclass(eq=False)
@@ -163,3 +164,10 @@ class DraftPaused(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DraftPaused)
+
+
+@dataclass(eq=False)
+class SearchStep(Message):
+    """n / N while a search is on: the next (+1) or previous (-1) match."""
+
+    step: int

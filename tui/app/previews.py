@@ -9,6 +9,11 @@ A preview is cached under exactly what it was computed from: the request's messa
 conversation up to the reply, plus the reply's first tokens), the candidate, the parameters and
 the length. Any change to the conversation makes a different key; `drop` also frees the lot
 whenever a turn starts. Only finished rows are kept: rows a turn cut short are asked again.
+
+A refusal (a reply that fills the context: "no room to preview"; an engine without previews)
+applies to its request only (#30.3): it is remembered for that request, so the same token is not
+asked again, and said once per reason; other tokens are still asked. Previews are off only when
+the user turns them off (`enabled`: the palette's "Previews on/off", or `[preview] candidates = 0`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from textual.message import Message as TextualMessage
 
@@ -58,6 +63,7 @@ class PreviewRow:
     candidate: int
     tokens: list[PreviewToken] = field(default_factory=list)
     done: bool = False
+    problem: str = ""  # why the engine refused this row's request (then `done` and no tokens)
 
     @property
     def text(self) -> str:
@@ -75,8 +81,25 @@ class Previews:
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_post = 0.0
-        self.off = config.candidates == 0  # set for good when the engine cannot preview
-        self.problem = ""  # why previews are off, said once
+        self.enabled = config.candidates > 0  # the user's switch (the palette toggles it)
+        self.problem = ""  # why the latest refused request was refused
+
+    @property
+    def off(self) -> bool:
+        return not self.enabled
+
+    @property
+    def count(self) -> int:
+        """Candidates previewed per token: the configured number (3 when the config says 0 and
+        the user turned previews on from the palette)."""
+        return self.config.candidates or PreviewConfig().candidates
+
+    def toggle(self) -> bool:
+        """Turn previews off (stopping what runs) or on again; whether they are on now."""
+        self.enabled = not self.enabled
+        if not self.enabled:
+            self.stop()
+        return self.enabled
 
     def request_for(self, messages: tuple[Message, ...], tokens: list[TokenEvent], index: int,
                     params: SamplingParams, thinking: bool | None = None) -> PreviewRequest | None:
@@ -86,8 +109,10 @@ class Previews:
             return None
         before = tokens[:index]
         partial = Message("assistant", "".join(t.text for t in before), tuple(t.id for t in before), thinking)
-        candidates = tuple(c.id for c in tokens[index].candidates[: self.config.candidates])
+        candidates = tuple(c.id for c in tokens[index].candidates[: self.count])
         preview_params = self.config.params(params)
+        if adoptable(preview_params, params):  # a branch may start from it: every token's statistics too
+            preview_params = preview_params.with_changes(candidates=params.candidates)
         return PreviewRequest((*messages, partial), candidates, self.config.tokens, preview_params, self.config.seed)
 
     def rows(self, request: PreviewRequest) -> list[PreviewRow]:
@@ -97,7 +122,7 @@ class Previews:
     def complete(self, request: PreviewRequest, candidate: int) -> PreviewRow | None:
         """The finished preview of `candidate`, if there is one (a branch can start from it)."""
         row = self._cache.get(self._key(request, candidate))
-        return row if row is not None and row.done else None
+        return row if row is not None and row.done and not row.problem else None
 
     def rest_on(self, request: PreviewRequest | None) -> None:
         """The cursor moved to `request`'s token: ask after the rest delay, unless all is cached.
@@ -129,15 +154,22 @@ class Previews:
         self._timer = None
         model = self.engine.model
         if model is not None and not model.abilities.previews:  # declared at load: never asked
-            self.off, self.problem = True, model.abilities.reason("previews") or "This model has no previews."
+            # Said once (per reason) and nothing asked; not switched off for good: the next model
+            # may preview (before #30.3 one refusal turned previews off for the session).
+            self.problem = model.abilities.reason("previews") or "This model has no previews."
             self._changed(request, final=True)
             return
-        missing = tuple(c for c in request.candidates if self.complete(request, c) is None)
+        missing = tuple(c for c in request.candidates if not self._cached_done(request, c))
         if missing:
             self._task = asyncio.create_task(self._run(request, missing))
 
+    def _cached_done(self, request: PreviewRequest, candidate: int) -> bool:
+        """Finished, or refused: nothing more to ask for this candidate of this request."""
+        row = self._cache.get(self._key(request, candidate))
+        return row is not None and row.done
+
     async def _run(self, shown: PreviewRequest, missing: tuple[int, ...]) -> None:
-        """Stream the missing rows into the cache; an engine that cannot preview turns them off."""
+        """Stream the missing rows into the cache; a refusal is kept on this request's rows only."""
         request = PreviewRequest(shown.messages, missing, shown.tokens, shown.params, shown.seed)
         rows = {c: PreviewRow(c) for c in missing}
         for candidate, row in rows.items():
@@ -152,8 +184,11 @@ class Previews:
                         self._finish(request, rows, item)
                         self._changed(shown, final=True)
         except EngineError as exc:
-            self.off, self.problem = True, str(exc)
-            self._forget(request, rows)
+            self.problem = str(exc)
+            for row in rows.values():
+                if not row.done:
+                    row.tokens.clear()
+                    row.done, row.problem = True, self.problem
             self._changed(shown, final=True)
         except asyncio.CancelledError:
             self._forget(request, rows)
@@ -192,8 +227,20 @@ class Previews:
         return (request.messages, candidate, request.params.with_changes(seed=request.seed), request.tokens)
 
 
+def adoptable(preview: SamplingParams, reply: SamplingParams) -> bool:
+    """Whether a branch at `reply`'s parameters would draw exactly what a preview at `preview`'s
+    drew: only when both are deterministic and otherwise alike. At a sampling temperature a
+    preview is one draw (greedy by default, or with the preview's fixed seed): a branch starting
+    from it would be greedy under a header saying T=0.70, and choosing the same candidate twice
+    would start both branches alike (#30.2), so such a branch draws afresh."""
+    same = preview.with_changes(candidates=reply.candidates, max_tokens=reply.max_tokens, seed=reply.seed)
+    return reply.temperature == 0.0 and same == reply
+
+
 def branch_tokens(row: PreviewRow, first_index: int) -> list[TokenEvent]:
-    """A finished preview as reply tokens (from `first_index` on): the ids and text the engine
-    wrote, their raw logprobs; the numbers a preview does not compute are unknown (None)."""
-    return [TokenEvent(first_index + i, t.id, t.text, t.text, t.logprob, None, None, None, ())
-            for i, t in enumerate(row.tokens)]
+    """A finished preview as reply tokens (from `first_index` on), each with every statistic the
+    engine computed for it; [] unless every token has them (a preview drawn for a glance only:
+    the branch then computes its tokens itself, so no token of a reply is second-class)."""
+    if not row.tokens or any(t.stats is None for t in row.tokens):
+        return []
+    return [replace(t.stats, index=first_index + i) for i, t in enumerate(row.tokens) if t.stats is not None]

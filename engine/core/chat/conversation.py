@@ -60,6 +60,9 @@ class Version:
     # Not saved: the prompt this reply answers ended inside a <think> block (ModelInfo.opens_thinking),
     # so it thinks from its first token. Only a streaming reply needs it: a finished one shows its </think>.
     thinking_opened: bool = False
+    # Parameters changed while the reply streamed (#30.6): (the token index they applied from,
+    # the parameters from there on), oldest first. The reply's header says what changed where.
+    changes: list[tuple[int, SamplingParams]] = field(default_factory=list)
 
     @property
     def token_ids(self) -> tuple[int, ...]:

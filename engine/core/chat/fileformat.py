@@ -58,6 +58,7 @@ def _version_to_dict(v: Version) -> dict[str, Any]:
         "stats": None if v.stats is None else dict(v.stats.__dict__),
         "model": v.model,
         "thinking": v.thinking,
+        "changes": [{"at": at, "params": dict(params.__dict__)} for at, params in v.changes],
     }
 
 
@@ -174,7 +175,17 @@ def _version(r: "_Reader", role: str) -> Version:
         # A format 1 file without the tag: whose ids these are is unknown, so never spliced by id.
         model=r.get("model", str, default=None) if "model" in _keys(r) else "",
         thinking=r.get("thinking", bool, default=None),
+        changes=r.optional("changes", lambda c: [_change(x) for x in c.items()]) or [],
     )
+
+
+def _change(r: "_Reader") -> tuple[int, SamplingParams]:
+    """One mid-reply parameter change: the token it applied from, and the parameters."""
+    r.require_dict()
+    at = r.get("at", int)
+    if at < 0:
+        raise ValueError(f"{r.path}.at: must not be negative, got {at}")
+    return at, _params(r.field("params"))
 
 
 def _token(r: "_Reader") -> TokenEvent:

@@ -18,15 +18,19 @@ from engine.core.api import ParamError, SamplingParams
 from engine.models import DEMO_SPEC
 from engine.core.settings import Config, printable
 from tui.app import messages as msg
+from engine.core.chat.draft import load_draft
 from tui.app.bindings import bindings_for
+from tui.app.safe_text import pasted
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
 from engine.core.param_steps import (
-    LABELS, apply_preset, bias_step, format_param, parse_param, step_param, typed_value,
+    ALL_PARAMS, LABELS, apply_preset, bias_step, format_param, parse_param, step_param, typed_value,
 )
 from tui.app.previews import Previews
 from tui.app.screens.chat_actions import ConversationActions
+from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.chat_previews import PreviewActions
+from tui.app.screens.chat_search import SearchActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
 from tui.app.widgets.candidates import CandidatesPanel
@@ -53,16 +57,18 @@ _HINTS = {
 }
 
 
-class ChatScreen(ConversationActions, PreviewActions):
+class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
     DEFAULT_CSS = LAYOUT_CSS
     BINDINGS = bindings_for("screen")
 
     def __init__(self, make_controller: Callable[[Post], ChatController], config: Config,
-                 saved_conversation: Path | None = None) -> None:
-        """`saved_conversation`: the file the app writes on quit, which "resume" reopens."""
+                 saved_conversation: Path | None = None, draft_file: Path | None = None) -> None:
+        """`saved_conversation`: the file the app writes on quit, which "resume" reopens;
+        `draft_file`: the message left unsent at the last quit, put back into the input."""
         super().__init__()
+        self.draft_file = draft_file
         self.controller = make_controller(self.post_message)
         self.config = config
         self.saved_conversation = saved_conversation
@@ -72,6 +78,7 @@ class ChatScreen(ConversationActions, PreviewActions):
         self._loading_spec = DEMO_SPEC  # the model being loaded: the welcome names it once it is in
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
+        self._prompt_tokens: int | None = None  # the streaming reply's prompt length, where counted
         self.previews = Previews(self.controller.engine, self.post_message, config.preview)
 
     def compose(self) -> ComposeResult:
@@ -94,7 +101,12 @@ class ChatScreen(ConversationActions, PreviewActions):
         self._apply_heat()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_heat())
         self._update_side()
-        self.query_one(ChatInput).focus()
+        chat_input = self.query_one(ChatInput)
+        draft = load_draft(self.draft_file) if self.draft_file is not None else ""
+        if draft.strip():  # the message left unsent at the last quit (#30.6), as data
+            chat_input.load_text(pasted(draft))
+            chat_input.move_cursor(chat_input.document.end)
+        chat_input.focus()
 
     # --- engine news
 
@@ -156,6 +168,10 @@ class ChatScreen(ConversationActions, PreviewActions):
         if transcript.cursor is None:
             transcript.anchor()
         self._dropped = event.dropped
+        self._prompt_tokens = event.prompt_tokens
+        self.end_search()  # the chat changes: the matches would be stale
+        if event.prompt_tokens is not None:  # "ctx 0/512" said nothing while the first reply streamed
+            self.query_one(StatusBar).context_used = event.prompt_tokens
         self.drop_previews()
         self.query_one(StatusBar).state = "generating…" + self._dropped_note()
         self.refresh_bindings()
@@ -169,6 +185,8 @@ class ChatScreen(ConversationActions, PreviewActions):
     def _grew(self, event: msg.ReplyGrew) -> None:
         transcript = self.query_one(Transcript)
         transcript.stream_grew(event.node, follow=False)
+        if self._prompt_tokens is not None:
+            self.query_one(StatusBar).context_used = self._prompt_tokens + len(event.node.version.tokens or ())
         now = time.monotonic()
         if transcript.cursor is None and event.node.version.tokens and now >= self._panel_due:
             # The newest token's table, a few times a second: at tens of tokens a second no one
@@ -303,21 +321,26 @@ class ChatScreen(ConversationActions, PreviewActions):
     # --- parameters
 
     def set_params(self, params: SamplingParams, preset: str = "") -> None:
-        """Apply at once (a running reply uses them from its next token) and show them."""
+        """Apply at once (a running reply uses them from its next token) and show them: the rows
+        that changed flash, or, with the panel out of sight (hidden, or a narrow terminal showing
+        the other panel), a short note says what changed. Never silently (#30.1)."""
+        old = self.controller.params
         self.controller.set_params(params)
         panel = self.query_one(ParamsPanel)
         panel.params, panel.preset = params, preset
         panel.bias_text = ", ".join(
             f"{printable(self._bias_names[t])!r}{'⊘' if b <= -100 else f'{b:+g}'}" if t in self._bias_names
             else f"#{t}{'⊘' if b <= -100 else f'{b:+g}'}" for t, b in params.logit_bias)
+        changed = [name for name, _label in ALL_PARAMS if getattr(old, name) != getattr(params, name)]
+        if panel.region.area:
+            panel.flash(frozenset(changed))
+        elif changed and not preset:
+            labels = dict(ALL_PARAMS)
+            self.notify(", ".join(f"{labels[n]} {format_param(params, n)}" for n in changed), timeout=2)
 
     def action_step_param(self, name: str, direction: int) -> None:
-        """Step a parameter; with the parameters panel out of sight (hidden, or a narrow
-        terminal showing the other panel) a short note says what changed: never silently."""
+        """Step a parameter (shown by `set_params`)."""
         self.set_params(step_param(self.controller.params, name, direction))
-        if not self.query_one(ParamsPanel).region.area:
-            label = LABELS.get(name, name)
-            self.notify(f"{label} {format_param(self.controller.params, name)}", timeout=2)
 
     def set_order(self, order: str) -> None:
         """The chain's order from the palette (a preset of `engine.core.params.ORDERS`)."""

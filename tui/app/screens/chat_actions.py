@@ -21,6 +21,7 @@ from tui.app.screens.dialogs import TextDialog
 from tui.app.screens.message_picker import MessagePicker
 from tui.app.screens.replace_chat import DISCARD, SAVE, ReplaceChatDialog
 from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.status_bar import StatusBar
 from tui.app.widgets.transcript import Transcript
 
@@ -127,11 +128,14 @@ class ConversationActions(Screen[None]):
         return True
 
     def _show_new_conversation(self) -> None:
-        """Redraw the transcript for the controller's (new or resumed) conversation; no turn stats."""
+        """Redraw the transcript for the controller's (new, resumed or reopened) conversation; no
+        turn stats; the input has the focus (what is typed next is a message, #30.1)."""
         transcript = self.query_one(Transcript)
         transcript.clear()
         transcript.show(self.controller.conversation)
         self._clear_panels()
+        self.end_search()  # type: ignore[attr-defined]
+        self.set_focus(self.query_one(ChatInput))  # now: keys typed right after go to it
 
     def _clear_panels(self) -> None:
         """No old token's numbers, no old turn's stats or 'stopped'/'error' for a chat that is new

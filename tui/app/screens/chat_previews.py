@@ -24,7 +24,7 @@ class PreviewActions:
     controller: ChatController
     previews: Previews
     _preview_shown: PreviewRequest | None = None
-    _preview_told = False
+    _preview_told: frozenset[str] = frozenset()  # the refusals already said (once per reason)
 
     def preview_cursor(self, node: Node | None, index: int | None) -> None:
         """The cursor is on token `index` of `node`'s reply (or on nothing): show what is known
@@ -45,10 +45,11 @@ class PreviewActions:
         return branch_tokens(row, index + 1) if row is not None else []
 
     def on_previews_changed(self, event: PreviewsChanged) -> None:
-        if self.previews.problem and not self._preview_told:
-            self._preview_told = True
-            self.notify(self.previews.problem, title="Previews off", severity="warning",  # type: ignore[attr-defined]
-                        markup=False)
+        problem = self.previews.problem
+        if problem and problem not in self._preview_told:
+            self._preview_told |= {problem}
+            self.notify(f"{problem} (for this token; the palette's 'Previews on/off' turns them off)",  # type: ignore[attr-defined]
+                        title="No preview", severity="warning", markup=False)
         if event.request == self._preview_shown:
             node, index = self._cursor_token()
             self.query_one(PreviewsPanel).rows = self._preview_lines(event.request, node, index)  # type: ignore[attr-defined]
@@ -66,6 +67,12 @@ class PreviewActions:
     def on_unmount(self) -> None:
         """No preview task outlives the screen (the engine is closed after it)."""
         self.previews.stop()
+
+    def action_toggle_previews(self) -> None:
+        """The palette's switch: previews off (the panel empties) or on (this token asked again)."""
+        on = self.previews.toggle()
+        self.notify("What-if previews on." if on else "What-if previews off.", timeout=3)  # type: ignore[attr-defined]
+        self.preview_cursor(*self._cursor_token())
 
     def drop_previews(self) -> None:
         """A turn starts: the conversation changes, so every preview goes."""
@@ -95,5 +102,8 @@ class PreviewActions:
         if request is None or node is None or index is None or not node.version.tokens:
             return ()
         texts = {c.id: c.text for c in node.version.tokens[index].candidates}
-        return tuple((texts.get(row.candidate, "?"), row.text, row.done) for row in self.previews.rows(request)
-                     if row.tokens or row.done)
+        rows = self.previews.rows(request)
+        refused = next((row.problem for row in rows if row.problem), "")
+        if refused:  # one line says why, instead of a row per candidate saying nothing
+            return (("—", f"no preview: {refused}", True),)
+        return tuple((texts.get(row.candidate, "?"), row.text, row.done) for row in rows if row.tokens or row.done)

@@ -19,12 +19,14 @@ class Dialog(ModalScreen[str | None]):
     """The look every dialog shares: a bordered box in the middle of the screen.
 
     The CSS lives on this base class because Textual scopes a class's DEFAULT_CSS to that class:
-    rules written for `ModalScreen` inside a subclass would match nothing.
+    rules written for `ModalScreen` inside a subclass would match nothing. `max-width: 100%`:
+    a subclass may ask for more width (the model picker, the library), never more than the
+    terminal has (at 80 columns they overflowed, #30.7).
     """
 
     DEFAULT_CSS = """
     Dialog { align: center middle; }
-    Dialog > Vertical { width: 70; height: auto; max-height: 80%; border: thick $primary;
+    Dialog > Vertical { width: 70; max-width: 100%; height: auto; max-height: 80%; border: thick $primary;
                         background: $surface; padding: 1 2; }
     Dialog .error { color: $error; height: auto; }
     Dialog .hint { color: $text-muted; height: auto; }

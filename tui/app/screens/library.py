@@ -46,16 +46,19 @@ class LibraryScreen(Dialog):
 
     DEFAULT_CSS = """
     LibraryScreen > Vertical { width: 100; }
+    LibraryScreen Label { width: 100%; height: auto; }  /* wraps on a small screen, never clips */
     LibraryScreen OptionList { height: auto; max-height: 20; }
     """
     BINDINGS = bindings_for("library")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, deleted: list[str] | None = None) -> None:
+        """`deleted`: the undo stack, the app's, so Ctrl+Z still brings a chat back after the
+        dialog was closed and opened again (#30.6); the dialog pushes and pops it."""
         super().__init__()
         self.path = path
         self.library: Library | None = None
         self.entries: list[Entry] = []
-        self.deleted: list[str] = []  # undo stack
+        self.deleted: list[str] = deleted if deleted is not None else []  # undo stack
         self.generation = 0  # the newest query; older answers are dropped
         self.shown = 0  # the query whose rows are on screen
 

@@ -74,6 +74,7 @@ class ModelPicker(Dialog):
 
     DEFAULT_CSS = """
     ModelPicker > Vertical { width: 96; }
+    ModelPicker Label { width: 100%; height: auto; }  /* wraps on a small screen, never clips */
     ModelPicker OptionList { height: auto; max-height: 18; }
     """
     BINDINGS = bindings_for("picker")

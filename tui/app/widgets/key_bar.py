@@ -34,26 +34,35 @@ class KeyHint:
 
 # The core interaction, shown while it is live although no binding asks for the footer: where
 # the focus is decides (the transcript: arrows, digits, n; the input: Esc to inspect). Several
-# bindings share one hint: (display, description), None = the key as the keymap names it.
+# bindings share one hint: (group, description); a group's keys are shown as the keymap binds
+# them, its first and last member joined (`GROUPS`: "←/→", "1-0"); None = the binding's own key.
 CORE_HINTS: dict[str, tuple[str | None, str]] = {
     "focus.transcript": (None, "Inspect"),
-    "token.prev": ("←/→", "Token"), "token.next": ("←/→", "Token"),
-    **{f"branch.choose.{n}": ("1-0", "Branch") for n in range(1, 11)},
-    **{f"candidate.choose.{n}": ("1-0", "Branch") for n in range(1, 11)},
+    "token.prev": ("token", "Token"), "token.next": ("token", "Token"),
+    **{f"branch.choose.{n}": ("branch", "Branch") for n in range(1, 11)},
+    **{f"candidate.choose.{n}": ("candidate", "Branch") for n in range(1, 11)},
     "token.next_low": (None, "Unlikely"),
     "focus.input": (None, "Type"), "candidates.leave": (None, "Type"), "params.leave": (None, "Type"),
+}
+# group -> (first member, last member, what joins their keys)
+GROUPS: dict[str, tuple[str, str, str]] = {
+    "token": ("token.prev", "token.next", "/"),
+    "branch": ("branch.choose.1", "branch.choose.10", "-"),
+    "candidate": ("candidate.choose.1", "candidate.choose.10", "-"),
 }
 
 
 def key_hints(screen: Screen[object]) -> tuple[list[KeyHint], KeyHint | None]:
     """The screen's bindings shown in the footer, one per action in binding order, after the
     core hints of the focused place, and the command palette's binding (None when the app has
-    no palette)."""
+    no palette). Every key shown is the keymap's (a rebound ←/→ shows its new keys)."""
     app = screen.app
     core: dict[tuple[str, str], KeyHint] = {}
     shown: dict[str, KeyHint] = {}
     palette: KeyHint | None = None
-    for key, (_, binding, enabled, tooltip) in screen.active_bindings.items():
+    active = list(screen.active_bindings.items())
+    displays = {binding.id: app.get_key_display(binding) for _key, (_, binding, _e, _t) in active if binding.id}
+    for key, (_, binding, enabled, tooltip) in active:
         display = app.get_key_display(binding)
         hint = KeyHint(binding.key, display, binding.description, enabled,
                        tooltip or binding.tooltip or binding.description)
@@ -61,13 +70,21 @@ def key_hints(screen: Screen[object]) -> tuple[list[KeyHint], KeyHint | None]:
             palette = hint
         elif binding.id in CORE_HINTS and enabled:
             group, description = CORE_HINTS[binding.id]
+            shown_as = _group_display(group, displays) if group else display
             core.setdefault((group or display, description),
-                            KeyHint(binding.key, group or display, description, True, hint.tooltip))
+                            KeyHint(binding.key, shown_as, description, True, hint.tooltip))
         elif binding.show:
             shown.setdefault(binding.action, hint)
     order = [description for _display, description in CORE_HINTS.values()]
     ranked = sorted(core.values(), key=lambda hint: order.index(hint.description))
     return [*ranked, *shown.values()], palette
+
+
+def _group_display(group: str, displays: dict[str, str]) -> str:
+    """A group's keys as bound now: "←/→", "1-0" (one of them alone if the other is not live)."""
+    first, last, joint = GROUPS[group]
+    keys = [displays[i] for i in (first, last) if i in displays]
+    return joint.join(dict.fromkeys(keys))
 
 
 class KeyBar(Widget, can_focus=False):

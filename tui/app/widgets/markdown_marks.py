@@ -15,7 +15,11 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-Role = Literal["marker", "heading", "strong", "emph", "code", "bullet", "quote", "link"]
+from engine.core.chat.code_blocks import code_blocks
+from tui.app.widgets.code_colours import syntax_marks
+
+Role = Literal["marker", "heading", "strong", "emph", "code", "bullet", "quote", "link",
+               "kw", "str", "comment", "num", "name"]  # the last five: fenced code by language
 Mark = tuple[int, int, Role]  # [start, end) of the text, and what it is
 
 _FENCE = re.compile(r" {0,3}(```+|~~~+)")
@@ -42,6 +46,8 @@ def markdown_marks(text: str) -> list[Mark]:
     for line in text.split("\n"):
         fence = _line_marks(line, start, fence, marks)
         start += len(line) + 1
+    for block in code_blocks(text):  # after the lines' "code": the language's colours go over it
+        marks.extend(syntax_marks(text[block.start:block.end], block.start, block.language))
     return marks
 
 

@@ -12,7 +12,9 @@ in a 5,000-token reply without a newline.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,6 +25,8 @@ from textual.widgets import Static
 
 from engine.core.api import TokenEvent
 from engine.core.chat.conversation import Node, Version
+from engine.core.param_steps import changes_note
+from tui.app.hints import welcome_keys
 from tui.app.safe_text import printable
 from tui.app.widgets.markdown_marks import Mark, markdown_marks
 from tui.app.widgets.render import HeatPalette, mark_style, token_display
@@ -38,24 +42,20 @@ WELCOME_DEMO = (
     "say and how many legs they have, and small sums. Try \"What is the capital of France?\", "
     "then \"And Italy?\"."
 )
-WELCOME_KEYS = (
-    "Enter sends.  Esc, then ←/→ walks through a reply's tokens and shows what else the model "
-    "considered.  1-9, 0 continue the reply from that candidate instead.  F1: every key, and "
-    "what the numbers mean."
-)
 
 
 WELCOME_PLAIN = ("It has no chat template: plain text. The model continues your message; each new message "
                  "starts after a blank line.")
 
 
-def welcome_text(model: str | None, plain: bool = False) -> str:
-    """The welcome for `model` (None: the demo, which is what the app starts on); `plain`: the
-    model has no chat template, said here once (`engine.local.prompt.PLAIN_SEPARATOR`)."""
+def welcome_text(model: str | None, plain: bool = False, keymap: Mapping[str, str] | None = None) -> str:
+    """The welcome for `model` (None: the demo, which is what the app starts on), its keys as
+    `keymap` binds them (`tui.app.hints`); `plain`: the model has no chat template, said here
+    once (`engine.local.prompt.PLAIN_SEPARATOR`)."""
     middle = WELCOME_DEMO if model is None else f"You are chatting with {printable(model)}."
     if plain and model is not None:
         middle = f"{middle} {WELCOME_PLAIN}"
-    return f"{WELCOME_INTRO}\n\n{middle}\n\n{WELCOME_KEYS}"
+    return f"{WELCOME_INTRO}\n\n{middle}\n\n{welcome_keys(keymap or {})}"
 
 
 class Welcome(Static):
@@ -66,8 +66,8 @@ class Welcome(Static):
     Welcome { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, model: str | None = None, plain: bool = False) -> None:
-        super().__init__(welcome_text(model, plain), markup=False)
+    def __init__(self, model: str | None = None, plain: bool = False, keymap: Mapping[str, str] | None = None) -> None:
+        super().__init__(welcome_text(model, plain, keymap), markup=False)
 
 
 class UserView(Static):
@@ -318,6 +318,10 @@ class AssistantView(Vertical):
             parts.append((f"from token {version.branched_at}", 2))
         if version.params is not None:
             parts.append((f"T={version.params.temperature:.2f}", 3))  # as the parameters panel writes it
+            if version.params.seed is not None:
+                parts.append((f"seed {version.params.seed}", 4))
+            if version.changes:
+                parts.append((changes_note(version.params, version.changes), 2))
         parts.append((f"{len(self.tokens)} tok", 1))
         if version.finish_reason is None:
             parts.append(("streaming…", 0))

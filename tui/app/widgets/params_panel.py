@@ -1,4 +1,8 @@
-"""The live sampling parameters. Shows `params`; keys post `ParamStep` / `ParamEdit` up."""
+"""The live sampling parameters. Shows `params`; keys post `ParamStep` / `ParamEdit` up.
+
+A parameter that changes is flashed (`flash`): a letter typed into the transcript steps a
+parameter, and a change nobody sees happen is a setting silently lost (#30.1).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 
 from engine.core.api import SamplingParams
@@ -14,6 +19,7 @@ from tui.app.messages import ParamEdit, ParamStep
 from engine.core.param_steps import format_param, visible_params
 from tui.app.safe_text import literal
 
+FLASH_S = 1.2  # how long a changed row stays marked
 
 def _short(text: str, width: int) -> str:
     """One panel cell: long orders and bias lists end in an ellipsis (the palette shows them whole)."""
@@ -32,9 +38,27 @@ class ParamsPanel(Widget, can_focus=True):
     params: reactive[SamplingParams] = reactive(SamplingParams, layout=True)  # rows come and go with the stages in force
     selected: reactive[int] = reactive(0)
     preset: reactive[str] = reactive("")
+    flashed: reactive[frozenset[str]] = reactive(frozenset)  # rows marked because they just changed
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._unflash: Timer | None = None
 
     def on_mount(self) -> None:
         self.border_title = "parameters"
+
+    def flash(self, names: frozenset[str]) -> None:
+        """Mark these rows for `FLASH_S` (a new change restarts the time)."""
+        if not names:
+            return
+        if self._unflash is not None:
+            self._unflash.stop()
+        self.flashed = names
+        self._unflash = self.set_timer(FLASH_S, self._clear_flash)
+
+    def _clear_flash(self) -> None:
+        self._unflash = None
+        self.flashed = frozenset()
 
     def watch_preset(self, preset: str) -> None:
         """A preset's name comes from the config: a border title given a str reads it as markup."""
@@ -51,7 +75,8 @@ class ParamsPanel(Widget, can_focus=True):
             key = PARAM_KEYS.get(name)
             style = "reverse" if i == self.selected % len(rows) and self.has_focus else ""
             value, _, note = format_param(self.params, name).partition(" (")
-            table.add_row(f"{key}/{key.upper()}" if key else "", Text(label, style=style), value, f"({note}" if note else "")
+            shown = Text(value, style="bold reverse") if name in self.flashed else value
+            table.add_row(f"{key}/{key.upper()}" if key else "", Text(label, style=style), shown, f"({note}" if note else "")
         # the chain's order, and the biases: set from the palette ("Sampler order", "Set logit bias")
         table.add_row("", Text("order"), Text(_short(format_param(self.params, "samplers"), 18)), "")
         if self.params.logit_bias:

@@ -196,6 +196,10 @@ def mark_style(role: Role, variables: dict[str, str], colours: bool = True) -> S
         "heading": Style(bold=True, color=colour("markdown-h1-color") or colour("text-primary")),
         "code": Style(color=colour("text-accent")), "bullet": Style(bold=True, color=colour("text-primary")),
         "quote": Style(italic=True), "link": Style(underline=True, color=colour("text-primary")),
+        # fenced code by language (`code_colours`)
+        "kw": Style(bold=True, color=colour("text-primary")), "str": Style(color=colour("text-success")),
+        "comment": Style(italic=True, dim=True), "num": Style(color=colour("text-warning")),
+        "name": Style(color=colour("text-secondary")),
     }
     style = styles[role]
     return style if colours else Style(bold=style.bold, italic=style.italic, underline=style.underline)

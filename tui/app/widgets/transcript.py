@@ -22,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.app.bindings import bindings_for
-from tui.app.messages import CandidateChosen, TokenSelected
+from tui.app.messages import CandidateChosen, SearchStep, TokenSelected
 from engine.core.chat.conversation import Conversation, Node, Version
 from tui.app.widgets.message_views import AssistantView, UserView, Welcome, welcome_text
 from tui.app.widgets.token_chunk import TokenChunk
@@ -65,6 +65,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self._path: list[Node] = []  # the path shown (the system prompt first, when there is one)
         self._first = 0  # the index in `_path` of the first mounted view (those before are not)
         self._earlier_due = False  # a scroll to the top asked for earlier messages; not mounted yet
+        self.searching = False  # a chat search is on: n / N step through its matches (`chat_search`)
 
     def on_mount(self) -> None:
         self.anchor()
@@ -74,7 +75,7 @@ class Transcript(VerticalScroll, can_focus=True):
         """The welcome stands in for the chat while it is empty."""
         welcome = self.query_children(Welcome)
         if shown and not welcome:
-            self.mount(Welcome(self._model, self._plain))
+            self.mount(Welcome(self._model, self._plain, self._keymap()))
         elif not shown:
             welcome.remove()
 
@@ -85,7 +86,11 @@ class Transcript(VerticalScroll, can_focus=True):
         it has no chat template."""
         self._model, self._plain = model, plain
         for welcome in self.query_children(Welcome):
-            welcome.update(welcome_text(model, plain))
+            welcome.update(welcome_text(model, plain, self._keymap()))
+
+    def _keymap(self) -> dict[str, str]:
+        """The user's [keys] (the app's keymap), for the keys the welcome names."""
+        return dict(getattr(self.app, "keymap", {}))
 
     def show(self, conversation: Conversation) -> None:
         """Make the views match the conversation's visible path (reusing views that still fit;
@@ -315,14 +320,26 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def action_next_low(self, step: int) -> None:
         """Jump to the next/previous token whose raw probability is under the threshold, in this
-        reply or the ones after (before) it; when there is none, say so (a bell is not seen)."""
-        view = self.selected or self._ensure_selected()
-        if view is None or view.cursor is None:
+        reply or the ones after (before) it; with no token selected, from the chat's first
+        (last) token. When there is none, say so (a bell is not seen; before #30.7 `n` with
+        nothing selected only selected the last token, silently)."""
+        if self.searching:
+            self.post_message(SearchStep(step))
             return
-        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
         replies = self._reply_nodes()
-        at = next((i for i, node in enumerate(replies) if node is view.node), 0)
-        index = view.cursor + step
+        if not replies:
+            self.notify("No reply to look in yet.", timeout=3)
+            return
+        chosen = self.selected
+        view = chosen if chosen is not None and chosen.cursor is not None and any(n is chosen.node for n in replies) \
+            else None
+        if view is None:
+            at = 0 if step > 0 else len(replies) - 1
+            index = 0 if step > 0 else len(replies[at].version.tokens or []) - 1
+        else:
+            at = next(i for i, node in enumerate(replies) if node is view.node)
+            index = (view.cursor or 0) + step
+        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
         while 0 <= at < len(replies):
             tokens = replies[at].version.tokens or []
             while 0 <= index < len(tokens):
@@ -333,8 +350,8 @@ class Transcript(VerticalScroll, can_focus=True):
             at += step
             if 0 <= at < len(replies):
                 index = 0 if step > 0 else len(replies[at].version.tokens or []) - 1
-        where = "after" if step > 0 else "before"
-        self.notify(f"No token below {self.low_threshold * 100:g}% {where} this one.", timeout=3)
+        where = "in this chat" if view is None else "after this one" if step > 0 else "before this one"
+        self.notify(f"No token below {self.low_threshold * 100:g}% {where}.", timeout=3)
 
     def action_reply(self, step: int) -> None:
         replies = self._reply_nodes()
