@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import AsyncGenerator, Sequence, Union
 
 from engine.core.api import (
+    FinishReason,
     NO_MODEL,
     Candidate,
     ContextLimitError,
@@ -280,7 +281,7 @@ class ScriptedEngine:
                                    math.log(max(token.prob, 1e-12)), stats)
         ids = tuple(self._vocab.id_of(token.text) for token in shown)
         text = "".join(token.text for token in shown)
-        reason = "length" if len(script) > request.tokens else "stop"
+        reason: FinishReason = "length" if len(script) > request.tokens else "stop"
         yield PreviewFinished(tuple(Preview(c, ids, text, reason) for c in request.candidates), 0.0)
 
     def _check(self, request: GenerateRequest) -> None:

@@ -104,18 +104,18 @@ async def _ours(path: str, threads: int) -> dict[str, Any]:
     imported = time.perf_counter()
     base = _rss()
     start = time.perf_counter()
-    engine = local_engine(threads=threads)
+    ours = local_engine(threads=threads)
     try:
-        info = await engine.load(path)
+        info = await ours.load(path)
         request = GenerateRequest((Message("user", PROMPT),), SamplingParams(temperature=0.0, max_tokens=1,
                                                                              candidates=10))
         first = 0.0
-        async for item in engine.generate(request):
+        async for item in ours.generate(request):
             if isinstance(item, TokenEvent) and not first:
                 first = time.perf_counter() - start
         rss = _rss()
     finally:
-        await engine.close()
+        await ours.close()
     return {"import_s": imported - started, "first_token_s": first, "rss": rss, "rss_added": rss - base,
             "context": info.context_limit, "threads": threads}
 

@@ -23,7 +23,7 @@ import importlib.util
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine.core.api import GenerateRequest, Message, SamplingParams, TurnFinished
 from engine.bench.report import Section, alternate
@@ -122,7 +122,8 @@ async def _compare(section: Section, tag: str, path: Path, threads: int, rounds:
     from engine.factory import local_engine
 
     engine = local_engine(threads=threads)
-    turns, theirs = [], []
+    turns: list[TurnFinished] = []
+    theirs: list[tuple[float, float]] = []
     try:
         await engine.load(str(path))
         warm = await _turn(engine, 0, prompt_words, tokens)
@@ -173,7 +174,10 @@ async def _ours_threads_row(section: Section, tag: str, path: Path, rounds: int,
 def _threads_row(section: Section, tag: str, path: Path, rounds: int, tokens: int) -> None:
     """llama.cpp's own decode at 1 and 2 threads: what `default_threads` should be here."""
     ids = list(range(10, 45))
-    samples = alternate({str(n): (lambda _r, n=n: _llama_cpp(path, n, ids, tokens)[1]) for n in (1, 2)}, rounds)
+    def decode_at(threads: int) -> Callable[[int], float]:
+        return lambda _round: _llama_cpp(path, threads, ids, tokens)[1]
+
+    samples = alternate({str(n): decode_at(n) for n in (1, 2)}, rounds)
     section.add(f"llama.cpp decode, 1 thread ({tag})", samples["1"], "tok/s")
     section.add(f"llama.cpp decode, 2 threads ({tag})", samples["2"], "tok/s")
     section.compare(f"2 threads / 1 thread ({tag})", samples["2"], samples["1"])

@@ -14,6 +14,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from engine.core.api import (
     GenerateRequest,
@@ -90,9 +91,9 @@ async def preview_section(section: Section, name: str, contenders: Contenders, h
         request = _request(ask, reply, N)
         branches = [request.branch(c) for c in request.candidates]
         measured: dict[str, Callable[[], Awaitable[float]]] = {
-            "previews": lambda request=request: _previews(engine, request),
-            "one": lambda branches=branches: _turn_s(engine, branches[0]),
-            "each": lambda branches=branches: _each(engine, branches),
+            "previews": partial(_previews, engine, request),
+            "one": partial(_turn_s, engine, branches[0]),
+            "each": partial(_each, engine, branches),
         }
         for key in list(measured)[round_ % 3:] + list(measured)[: round_ % 3]:  # who goes first rotates
             rows[key].append(await measured[key]() * 1e3)

@@ -53,7 +53,8 @@ class LlamaDiskCache(DiskKVCache):
                 best, best_len = (ids_file, ids), shared
         if best is None:
             return have
-        ids_file, ids = best
+        ids_file, found = best
+        ids = found or []  # `best` only ever holds entries whose ids were read
         model = session.model
         cache = model.make_cache()  # llama.cpp reads the state into an empty sequence 0
         if not _load_state(model, _state_file(ids_file), ids):

@@ -150,7 +150,7 @@ def _rope_scaling(meta: dict[str, Any], family: str, name: str) -> dict[str, Any
     if kind in (None, "none") or (kind == "linear" and factor in (None, 1.0)):
         return None
     if kind == "linear":
-        return {"rope_type": "linear", "factor": float(factor)}
+        return {"rope_type": "linear", "factor": float(factor or 1.0)}
     raise ModelLoadError(f"{name}: its RoPE scaling {kind!r} does not convert to MLX here (linear does)")
 
 

@@ -97,6 +97,6 @@ def render_template(template: str, conversation: list[dict[str, Any]], add_gener
     ``raise_exception``, ``strftime_now`` and ``tojson``), as a Hugging Face tokenizer would."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    rendered, _ = render_jinja_template(conversations=[conversation], chat_template=template,
-                                        add_generation_prompt=add_generation_prompt, **variables)
-    return rendered[0]
+    rendered = render_jinja_template(conversations=[conversation], chat_template=template,
+                                     add_generation_prompt=add_generation_prompt, **variables)[0]
+    return str(rendered[0])

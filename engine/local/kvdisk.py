@@ -65,7 +65,7 @@ class DiskKVCache:
             ids = self._ids.get(ids_file.name) if ids_file.name in self._ids else _read_ids(ids_file)
             self._ids[ids_file.name] = ids
             shared = common_prefix_len(ids, prompt) if ids is not None else 0
-            if shared > best_len:
+            if shared > best_len and ids is not None:
                 best, best_len = (ids_file, ids), shared
         if best is None:
             return have

@@ -124,7 +124,7 @@ def _groups(session: Session, rows: list[_Row], limit: int) -> list[tuple[int, l
     by_length: dict[int, list[_Row]] = {}
     for row in rows:
         by_length.setdefault(len(row.prompt) - start, []).append(row)
-    out = []
+    out: list[tuple[int, list[_Row]]] = []
     for length, group in by_length.items():
         width = _rows_at_once(session, length + limit)
         out.extend((start, group[i:i + width]) for i in range(0, len(group), width))
@@ -181,7 +181,7 @@ def _sliced(layer: KVCache, position: int, rows: int, room: int) -> KVCache:
     """A new KV layer holding the first `position` positions of `layer` (which is not changed),
     `rows` times over, with `room` free positions after them."""
     fresh = KVCache()
-    if position and layer.keys is not None:
+    if position and layer.keys is not None and layer.values is not None:
         fresh.keys, fresh.values = (_with_room(_tiled(part[..., :position, :], rows), room)
                                     for part in (layer.keys, layer.values))
         fresh.offset = position
@@ -265,7 +265,8 @@ class _Batch:
 
     def _read(self, packed: mx.array, last: bool) -> None:
         """Read one token per unfinished row (the step's one transfer) and emit it."""
-        for number, row, values in zip(self.numbers, self.rows, packed.tolist()):
+        rows: list[list[float]] = packed.tolist()  # type: ignore[assignment]  # (rows, values): a list of lists
+        for number, row, values in zip(self.numbers, self.rows, rows):
             if row.reason is not None:
                 continue
             if not logits_were_numbers(values):

@@ -113,6 +113,7 @@ class Session:
             if kept is None:
                 self.reset_cache()
                 return 0
+        assert kept is not None  # both branches above leave a count or return
         del self.tokens[kept:]
         self.snapshots.forget_after(kept)
         return kept
@@ -134,7 +135,8 @@ class Session:
         """
         grown: list[mx.array] = []
         for layer in self.cache:
-            if type(layer) is not KVCache or layer.keys is None or layer.keys.shape[2] - layer.offset >= room:
+            if type(layer) is not KVCache or layer.keys is None or layer.values is None \
+                    or layer.keys.shape[2] - layer.offset >= room:
                 continue
             extra = -(-room // layer.step) * layer.step  # whole steps, as mlx-lm itself grows
             layer.keys = _with_room(layer.keys, layer.offset, extra)

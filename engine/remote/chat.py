@@ -160,8 +160,10 @@ def _chunk_events(obj: dict[str, Any], index: int, candidates: int) -> list[Toke
     choice = _choice(obj)
     if choice is None:
         return []
-    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-    text = delta.get("content") if isinstance(delta.get("content"), str) else ""
+    raw_delta = choice.get("delta")
+    delta: dict[str, Any] = raw_delta if isinstance(raw_delta, dict) else {}
+    content = delta.get("content")
+    text = content if isinstance(content, str) else ""
     found = records(choice)
     if text and not found:
         raise EngineError("The server streamed a token without its logprobs: it cannot be inspected.")
@@ -186,6 +188,7 @@ def _reason(obj: dict[str, Any]) -> FinishReason | None:
 
 def _message_text(obj: dict[str, Any]) -> str:
     choice = _choice(obj) or {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    raw = choice.get("message")
+    message: dict[str, Any] = raw if isinstance(raw, dict) else {}
     content = message.get("content")
     return content if isinstance(content, str) else ""

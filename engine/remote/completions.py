@@ -21,6 +21,7 @@ from engine.core.api import (
     FinishReason,
     GenerateRequest,
     SamplingParams,
+    TokenEvent,
 )
 from engine.remote.capabilities import Capabilities
 from engine.remote.events import TurnClock, TurnOutcome, token_event, turn_finished
@@ -125,14 +126,15 @@ class IdsTurn:
             body.update(cache_prompt=True, n_probs=top_n, post_sampling_probs=False)
         return body
 
-    def _events(self, obj: dict[str, Any], index: int, candidates: int) -> list[EngineEvent]:
+    def _events(self, obj: dict[str, Any], index: int, candidates: int) -> list[TokenEvent]:
         choices = obj.get("choices")
         if not isinstance(choices, list) or not choices:
             return []
         choice = choices[0]
         if not isinstance(choice, dict):
             raise EngineError("The server sent a malformed choice (not an object).")
-        text = choice.get("text") if isinstance(choice.get("text"), str) else ""
+        raw = choice.get("text")
+        text = raw if isinstance(raw, str) else ""
         found = [self._named(r) for r in records(choice)]
         if text and not found:
             raise EngineError("The server streamed a token without its logprobs: it cannot be inspected.")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from engine.core.api import EngineError, Message, SamplingParams
 from engine.core.params import wire_optional
@@ -218,7 +218,7 @@ def greedy_choice(record: TokenRecord) -> TokenRecord:
     return TokenRecord(best.id, best.token, best.logprob, record.top)
 
 
-def finish_reason(choice: dict[str, Any]) -> str | None:
+def finish_reason(choice: dict[str, Any]) -> Literal["stop", "length"] | None:
     """OpenAI's reasons mapped onto ours ("tool_calls", "content_filter" end a reply like "stop")."""
     reason = choice.get("finish_reason")
     if reason is None:

@@ -103,7 +103,7 @@ def _zip_tokens(header: dict[str, Any], c: dict[str, list[Any]]) -> list[dict[st
     for i in range(header["n"]):
         cands = []
         for j in range(at, at + c["ncand"][i]):
-            text = by_id[c["c_id"][j]] if by_id is not None else texts[j]
+            text = by_id[c["c_id"][j]] if by_id is not None else (texts or [])[j]
             cands.append({"id": c["c_id"][j], "text": text, "logprob": c["c_logprob"][j],
                           "sampled_prob": c["c_sampled_prob"][j]})
         at += c["ncand"][i]
