@@ -154,7 +154,7 @@ def test_a_bench_tokenizer_covers_a_qwen_sized_vocabulary(tmp_path: Path) -> Non
 
 def test_blas_section_measures_an_unquantized_and_a_quantized_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """The harness only: workers are faked; every configuration runs per round and is compared."""
-    from tui.bench import process_section as ps
+    from engine.bench import process_section as ps
 
     seen: list[dict] = []
 
