@@ -339,6 +339,8 @@ class ModelInfo:
     notes: tuple[str, ...] = ()  # lines to tell the user once after the load (an assumed context limit)
     blas_problem: str = ""  # why the fast BLAS could not be loaded (the missing library, its install command)
     supports_thinking: bool = False  # the chat template has a thinking switch (`GenerateRequest.thinking`)
+    # the sampling settings the model ships (generation_config.json, GGUF general.sampling.*): (name, value)
+    recommended: tuple[tuple[str, object], ...] = ()
 
 
 class EngineError(Exception):

@@ -29,6 +29,7 @@ class LoadedGguf:
     name: str
     context: int
     context_note: str
+    recommended: tuple[tuple[str, Any], ...] = ()  # general.sampling.* (engine.core.recommended)
 
 
 def resolve_gguf(spec: str, report: Callable[[LoadProgress], None]) -> str:
@@ -96,7 +97,10 @@ def load_gguf(spec: str, max_context: int, threads: int,
     except ModelLoadError:
         model.close()
         raise
-    return LoadedGguf(model, tokenizer, path, path.name, context, _note(stated, context, max_context))
+    from engine.core.recommended import from_gguf
+
+    return LoadedGguf(model, tokenizer, path, path.name, context, _note(stated, context, max_context),
+                      from_gguf(meta))
 
 
 def _stated_context(meta: dict[str, Any]) -> int | None:

@@ -135,4 +135,5 @@ def _model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
         dtype=f"gguf {loaded.model.file_type_name()}",
         blas=f"llama.cpp ({threads} thread{'s' if threads != 1 else ''})",
         notes=(loaded.context_note,) if loaded.context_note else (),
+        recommended=loaded.recommended,
     )

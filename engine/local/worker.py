@@ -346,6 +346,7 @@ def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: st
     `notes` says once what the user should know, e.g. that the context limit is assumed, and, on
     the engine's first load (`tell_blas`), why the fast BLAS could not be loaded.
     """
+    from engine.core.recommended import from_folder
     from engine.local.prompt import supports_thinking
 
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -362,6 +363,7 @@ def _model_info(spec: str, loaded: LoadedModel, context: ContextLimit, dtype: st
         blas_problem=speed.blas_problem,
         supports_thinking=supports_thinking(tokenizer),
         notes=((context.note(),) if context.note() else ()) + blas_note,
+        recommended=from_folder(Path(loaded.path)),
     )
 
 

@@ -120,6 +120,9 @@ class ChatScreen(ConversationActions, PreviewActions):
         bar.thinking = self.controller.thinking
         demo = self._loading_spec == DEMO_SPEC
         self.query_one(Transcript).welcome_model(None if demo else event.info.name)
+        self.query_one(ParamsPanel).recommended = dict(event.info.recommended)
+        if event.info.recommended:
+            self.notify("The model recommends sampling settings: the panel shows them; O applies them.", timeout=4)
         for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
             self.notify(note, severity="warning", timeout=15, markup=False)
         conversation = self.controller.conversation
@@ -316,6 +319,15 @@ class ChatScreen(ConversationActions, PreviewActions):
         if not self.query_one(ParamsPanel).region.area:
             label = LABELS.get(name, name)
             self.notify(f"{label} {format_param(self.controller.params, name)}", timeout=2)
+
+    def action_apply_recommended(self) -> None:
+        """The model's own recommended sampling settings (generation_config.json, GGUF metadata)."""
+        recommended = self.query_one(ParamsPanel).recommended
+        if not recommended:
+            self.notify("This model ships no recommended sampling settings.", severity="warning")
+            return
+        self.set_params(self.controller.params.with_changes(**recommended), "model's")
+        self.notify("Applied the model's settings: " + ", ".join(f"{LABELS.get(k, k)} {v}" for k, v in recommended.items()))
 
     def set_order(self, order: str) -> None:
         """The chain's order from the palette (a preset of `engine.core.params.ORDERS`)."""
