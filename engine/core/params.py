@@ -89,8 +89,11 @@ BAN = -100.0  # a bias at or below this bans the token (applied as -inf)
 
 def _check_bias(value: object) -> tuple[tuple[int, float], ...]:
     """(token id, bias) pairs, one per id, in id order; from pairs or a {id: bias} table."""
-    items = value.items() if isinstance(value, dict) else value
-    if not isinstance(items, (list, tuple)) and not isinstance(value, dict):
+    if isinstance(value, dict):
+        items: list[object] | tuple[object, ...] = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
         raise ValueError(f"must be token=bias pairs, got {value!r}"[:160])
     out: dict[int, float] = {}
     for item in items:

@@ -142,12 +142,14 @@ class NumpySampler:
         if not (plan.scaled_top_p or plan.scaled_min_p):  # the filters read temperature 1
             e = np.exp(xm)  # one exp over the vocabulary; the scaled one over the kept tokens only
             keep = self._keep(e, e, ids, plan)
+            assert keep is not None  # a filter is on in this branch
             kept = np.flatnonzero(keep)
             q = np.zeros_like(e)
             q[kept] = e[kept] if self._inv_temp == 1 else np.exp(xm[kept] * self._inv_temp)
         else:  # one filter on each side of the temperature
             e, es = np.exp(xm), np.exp(xm * self._inv_temp)
             keep = self._keep(es if plan.scaled_top_p else e, es if plan.scaled_min_p else e, ids, plan)
+            assert keep is not None
             q = np.where(keep, es, F32(0))
         return Draw(inverse_cdf(q, u), x, plan, ids, q, q.sum(dtype=F32), False, 0)
 
