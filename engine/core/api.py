@@ -363,6 +363,8 @@ class ModelInfo:
     abilities: Abilities = Abilities()  # what the engine can do with this model
     opens_thinking: bool = False  # the generation prompt ends inside <think>: replies think from token 0
     drops_past_thinking: bool = False  # the template leaves earlier replies' thinking out of the history
+    # the sampling settings the model ships (generation_config.json, GGUF general.sampling.*): (name, value)
+    recommended: tuple[tuple[str, object], ...] = ()
 
 
 class EngineError(Exception):

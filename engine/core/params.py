@@ -89,9 +89,12 @@ BAN = -100.0  # a bias at or below this bans the token (applied as -inf)
 
 def _check_bias(value: object) -> tuple[tuple[int, float], ...]:
     """(token id, bias) pairs, one per id, in id order; from pairs or a {id: bias} table."""
-    if not isinstance(value, (dict, list, tuple)):
+    if isinstance(value, dict):
+        items: list[object] | tuple[object, ...] = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
         raise ValueError(f"must be token=bias pairs, got {value!r}"[:160])
-    items = list(value.items()) if isinstance(value, dict) else value
     out: dict[int, float] = {}
     for item in items:
         if not isinstance(item, (list, tuple)) or len(item) != 2:

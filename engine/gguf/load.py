@@ -33,6 +33,7 @@ class LoadedGguf:
     name: str
     context: int
     context_note: str
+    recommended: tuple[tuple[str, Any], ...] = ()  # general.sampling.* (engine.core.recommended)
 
 
 def resolve_gguf(spec: str, report: Callable[[LoadProgress], None]) -> str:
@@ -107,7 +108,10 @@ def load_gguf(spec: str, max_context: int, threads: int,
     except BaseException:
         model.close()
         raise
-    return LoadedGguf(model, tokenizer, path, path.name, context, _note(stated, context, max_context))
+    from engine.core.recommended import from_gguf_text
+
+    return LoadedGguf(model, tokenizer, path, path.name, context, _note(stated, context, max_context),
+                      from_gguf_text(model.vocab.meta))
 
 
 def _note(stated: int | None, context: int, max_context: int) -> str:

@@ -98,4 +98,5 @@ def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
         supports_thinking=supports_thinking(loaded.tokenizer),
         opens_thinking=opens_thinking(loaded.tokenizer),
         drops_past_thinking=drops_past_thinking(loaded.tokenizer),
+        recommended=loaded.recommended,
     )

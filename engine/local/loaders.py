@@ -131,6 +131,7 @@ def mlx_model_info(spec: str, loaded: Any, context: Any, dtype: str, speed: Spee
     `notes` says once what the user should know, e.g. that the context limit is assumed, and, on
     the engine's first load (`tell_blas`), why the fast BLAS could not be loaded.
     """
+    from engine.core.recommended import from_folder
     from engine.local.prompt import supports_thinking
     from engine.local.reasoning import drops_past_thinking, opens_thinking
 
@@ -150,6 +151,7 @@ def mlx_model_info(spec: str, loaded: Any, context: Any, dtype: str, speed: Spee
         opens_thinking=opens_thinking(tokenizer),
         drops_past_thinking=drops_past_thinking(tokenizer),
         notes=((context.note(),) if context.note() else ()) + blas_note,
+        recommended=from_folder(Path(loaded.path)),
     )
 
 

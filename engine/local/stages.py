@@ -278,14 +278,21 @@ def typical(x: np.ndarray, p: float) -> np.ndarray:
 
 def top_p(x: np.ndarray, p: float) -> np.ndarray:
     """logitscope's top-p (see `engine.local.sampling`): keep every token at least as likely as
-    the one whose cumulative probability first reaches `p` (ties with it kept)."""
+    the one whose cumulative probability first reaches `p` (ties with it kept). The best 1,024
+    are sorted first, the whole vocabulary only when they hold less than `p` of the mass."""
     if p >= 1.0 or finite_count(x) == 0:
         return x
-    ids = by_logit(x)
-    w = np.exp(x[ids] - x[ids[0]]).astype(F32)
-    crossing = int(np.count_nonzero(np.cumsum(w, dtype=F32) < F32(p) * w.sum(dtype=F32)))
-    threshold = w[min(crossing, w.shape[0] - 1)]
-    return keep_only(x, ids[w >= threshold])
+    top = x.max()
+    total = np.exp(x - top).sum(dtype=F32)
+    for size in (1024, x.shape[0]):
+        ids = shortlist(x, min(size, x.shape[0]))
+        ids = ids[x[ids] > NEG_INF]
+        w = np.exp(x[ids] - top).astype(F32)
+        crossing = int(np.count_nonzero(np.cumsum(w, dtype=F32) < F32(p) * total))
+        if crossing < w.shape[0] or size >= x.shape[0]:
+            threshold = w[min(crossing, w.shape[0] - 1)]
+            return np.where(np.exp(x - top) >= threshold, x, NEG_INF).astype(F32)
+    raise AssertionError("unreachable")
 
 
 def min_p(x: np.ndarray, p: float) -> np.ndarray:
@@ -299,17 +306,19 @@ def min_p(x: np.ndarray, p: float) -> np.ndarray:
 def xtc(x: np.ndarray, probability: float, threshold: float, chance: float) -> np.ndarray:
     """llama.cpp's XTC ("exclude top choices"): with probability `probability` (`chance` is this
     token's uniform number), remove every token at least `threshold` likely except the least
-    likely of them."""
+    likely of them. Only those few are sorted."""
     if probability <= 0.0 or threshold > 0.5 or finite_count(x) < 2 or chance > probability:
         return x
-    ids, probs = softmax_sorted(x)
-    above = 0
-    while above < probs.shape[0] and probs[above] >= F32(threshold):
-        above += 1
-    last = above - 1
-    if last <= 0:
+    with np.errstate(invalid="ignore"):
+        e = np.where(x > NEG_INF, np.exp(x - x.max()), F32(0)).astype(F32)
+    probs = e / np.cumsum(e, dtype=F32)[-1]
+    above = np.flatnonzero(probs >= F32(threshold))
+    if above.shape[0] <= 1:
         return x
-    return keep_only(x, ids[last:])
+    ranked = above[np.argsort(-x[above], kind="stable")]
+    out = x.copy()
+    out[ranked[:-1]] = NEG_INF  # all but the least likely of them
+    return out
 
 
 def temperature(x: np.ndarray, temp: float, spread: float, exponent: float) -> np.ndarray:

@@ -53,3 +53,29 @@ async def test_ban_raise_and_lower_a_candidate(make_app: Any) -> None:
         await pilot.press("plus", "plus", "minus")
         await pilot.pause()
         assert dict(app.controller.params.logit_bias) == {first.id: 2.0}
+
+
+async def test_the_model_s_recommended_settings_beside_the_live_ones(make_app: Any) -> None:
+    from dataclasses import replace
+
+    from tui.app.widgets.params_panel import ParamsPanel
+
+    engine = ScriptedEngine()
+    original = engine.load
+
+    async def load(*args: Any, **kwargs: Any) -> Any:
+        info = await original(*args, **kwargs)
+        engine._model = replace(info, recommended=(("temperature", 0.6), ("top_k", 20)))
+        return engine._model
+
+    engine.load = load  # type: ignore[method-assign]
+    app = make_app(engine)
+    async with app.run_test(size=TALL) as pilot:
+        await wait_idle(app, pilot)
+        await pilot.pause()
+        assert app.screen.query_one(ParamsPanel).recommended == {"temperature": 0.6, "top_k": 20}
+        assert "model: 0.6" in screen_text(app)
+        app.screen.query_one(Transcript).focus()
+        await pilot.press("O")
+        await pilot.pause()
+        assert (app.controller.params.temperature, app.controller.params.top_k) == (0.6, 20)

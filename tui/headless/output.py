@@ -40,15 +40,17 @@ def token_record(turn: int, event: TokenEvent) -> dict[str, Any]:
     }
 
 
-def turn_record(turn: int, done: TurnFinished, params: SamplingParams) -> dict[str, Any]:
+def turn_record(turn: int, done: TurnFinished, params: SamplingParams,
+                recommended: dict[str, Any] | None = None) -> dict[str, Any]:
     """One finished turn as its --json line, with the parameters and the seed it ran with: the
-    flags ``--seed S`` plus ``params`` reproduce it."""
+    flags ``--seed S`` plus ``params`` reproduce it; ``recommended``: what the model ships
+    (generation_config.json, GGUF general.sampling.*), beside them."""
     return {
         "type": "turn", "turn": turn, "prompt_ids": list(done.prompt_ids), "prompt_tokens": done.prompt_tokens,
         "reused_tokens": done.reused_tokens, "prefilled_tokens": done.prefilled_tokens,
         "generated_tokens": done.generated_tokens, "ttft_s": done.ttft_s, "prefill_tps": done.prefill_tps,
         "decode_tps": done.decode_tps, "finish_reason": done.finish_reason, "text": done.text,
-        "seed": params.seed, "params": asdict(params),
+        "seed": params.seed, "params": asdict(params), "recommended": dict(recommended or {}),
     }
 
 
@@ -65,6 +67,7 @@ class Printer:
         self.turns = turns
         self.on_token: Callable[[TokenEvent], None] | None = None  # --save records each token
         self._texts: list[str] = []  # the reply's text written so far (plain output)
+        self.recommended: dict[str, Any] = {}  # the model's recommended sampling settings, once loaded
 
     def started(self, turn: int, prompt: str) -> None:
         """Before a reply: with several turns, plain output shows ``>>> the prompt`` (after a blank
@@ -93,7 +96,7 @@ class Printer:
         """The end of a turn: what the stream held back and a newline after the reply (and a note
         on stderr when the length limit cut it), or the turn's --json line."""
         if self.as_json:
-            self.out.write(printable_json(strictjson.dumps(turn_record(turn, done, params), ensure_ascii=False)) + "\n")
+            self.out.write(printable_json(strictjson.dumps(turn_record(turn, done, params, self.recommended), ensure_ascii=False)) + "\n")
         else:
             self.out.write(printable(held_back(self._texts, done.text)) + "\n")
             self._texts = []

@@ -233,6 +233,7 @@ async def run_conversation(
                                  on_progress=progress_printer(err))
         if err.isatty():
             err.write("\r\033[K")
+        printer.recommended = dict(info.recommended)
         for note in info.notes:  # e.g. an assumed context limit: said once, before the first reply
             err.write(f"logitscope: note: {printable(note)}\n")
         if not info.has_chat_template:

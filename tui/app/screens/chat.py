@@ -133,6 +133,9 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         bar.past_thinking = self.controller.past_thinking_label()
         demo = self._loading_spec == DEMO_SPEC
         self.query_one(Transcript).welcome_model(None if demo else event.info.name, plain=not event.info.has_chat_template)
+        self.query_one(ParamsPanel).recommended = dict(event.info.recommended)
+        if event.info.recommended:
+            self.notify("The model recommends sampling settings: the panel shows them; O applies them.", timeout=4)
         for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
             self.notify(note, severity="warning", timeout=15, markup=False)
         conversation = self.controller.conversation
@@ -341,6 +344,15 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
     def action_step_param(self, name: str, direction: int) -> None:
         """Step a parameter (shown by `set_params`)."""
         self.set_params(step_param(self.controller.params, name, direction))
+
+    def action_apply_recommended(self) -> None:
+        """The model's own recommended sampling settings (generation_config.json, GGUF metadata)."""
+        recommended = self.query_one(ParamsPanel).recommended
+        if not recommended:
+            self.notify("This model ships no recommended sampling settings.", severity="warning")
+            return
+        self.set_params(self.controller.params.with_changes(**recommended), "model's")
+        self.notify("Applied the model's settings: " + ", ".join(f"{LABELS.get(k, k)} {v}" for k, v in recommended.items()))
 
     def set_order(self, order: str) -> None:
         """The chain's order from the palette (a preset of `engine.core.params.ORDERS`)."""

@@ -70,19 +70,29 @@ class ParamsPanel(Widget, can_focus=True):
         table.add_column()
         table.add_column(justify="right")
         table.add_column(style="dim")  # "(off)" in a column of its own: the values never move
+        shows = bool(self.recommended)
+        if shows:
+            table.add_column(style="italic dim")  # the model's recommended value, where it ships one
         rows = visible_params(self.params)
         for i, (name, label) in enumerate(rows):
             key = PARAM_KEYS.get(name)
             style = "reverse" if i == self.selected % len(rows) and self.has_focus else ""
             value, _, note = format_param(self.params, name).partition(" (")
+            shipped = self.recommended.get(name)
             shown = Text(value, style="bold reverse") if name in self.flashed else value
-            table.add_row(f"{key}/{key.upper()}" if key else "", Text(label, style=style), shown, f"({note}" if note else "")
+            cells = [f"{key}/{key.upper()}" if key else "", Text(label, style=style), shown, f"({note}" if note else ""]
+            if shows:
+                cells.append("" if shipped is None else f"model: {shipped:g}" if isinstance(shipped, float)
+                             else f"model: {shipped}")
+            table.add_row(*cells)
         # the chain's order, and the biases: set from the palette ("Sampler order", "Set logit bias")
-        table.add_row("", Text("order"), Text(_short(format_param(self.params, "samplers"), 18)), "")
+        table.add_row("", Text("order"), Text(_short(format_param(self.params, "samplers"), 18)), "", *[""] * shows)
         if self.params.logit_bias:
-            table.add_row("", Text("bias"), Text(_short(self.bias_text or format_param(self.params, "logit_bias"), 18)), "")
+            table.add_row("", Text("bias"), Text(_short(self.bias_text or format_param(self.params, "logit_bias"), 18)), "",
+                          *[""] * shows)
         return table
 
+    recommended: reactive[dict] = reactive(dict, layout=True)  # the model's own settings (name -> value)
     bias_text: reactive[str] = reactive("", layout=True)  # the biases with their tokens' text, when the screen knows them
 
     @property
