@@ -102,8 +102,8 @@ class SearchActions:
                 if user.node is match.node:
                     user.scroll_visible()
         where = "" if len(match.node.versions) == 1 else f", version {match.version + 1}/{len(match.node.versions)}"
-        self.notify(f"Match {at + 1} of {len(self._matches)} ({match.node.role}{where}). n / N: next / previous.",
-                    timeout=3)  # type: ignore[attr-defined]
+        note = f"Match {at + 1} of {len(self._matches)} ({match.node.role}{where}). n / N: next / previous."
+        self.notify(note, timeout=3)  # type: ignore[attr-defined]
 
 
 def _token_at(tokens: list, offset: int) -> int:
