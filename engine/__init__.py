@@ -1,23 +1,24 @@
-"""logitscope's engine: MLX inference behind a small, typed, async API.
+"""logitscope's engines and the core they share: MLX inference (and llama.cpp, and remote servers)
+behind a small, typed, async API.
 
 Nothing in this package imports Textual. The tree shows the architecture (docs/architecture.md):
 
-- the engine proper, at this level: the contract (`api`), the engine thread, its commands and its
-  async facade (`worker`, `commands`, `client`, `watchdog`), a turn (`turn`, `session`,
-  `snapshots`, `prompt`, `warmup`, `lastrow`, `precision`, `kvdisk`), what-if previews (`preview`),
-  sampling (`sampling`, `penalties`), text (`textstream`), which backend runs (`backend`), and the
-  test double (`fake`);
+- `core/`: what every front end and engine shares, with no Textual and no MLX: the contract
+  (`core.api`), the conversation (`core.chat`), `core.settings`, the library (`core.library`),
+  printable text (`core.text`), parameter steps;
+- `local/`: the engine proper: the engine thread, its commands and async facade (`worker`,
+  `commands`, `client`, `watchdog`), the loader seam (`loaders`), a turn (`turn`, `session`,
+  `snapshots`, `prompt`, `warmup`, `lastrow`, `precision`, `kvdisk`), what-if previews
+  (`preview`), sampling (`sampling`, `penalties`), text (`textstream`), the backend (`backend`);
+- `gguf/`: GGUF files on llama.cpp, loaded through `local`'s seam (`gguf.loader`);
+- `remote/`: the same API over an OpenAI-compatible server; `scripted`: the scripted test double;
 - `cpu/`: the CPU speed layer, entered only through `engine.cpu.install` and never imported on a
   GPU backend;
-- `models/`: where models come from (the demo, folders, the hub) and loading them;
-- `settings/`: the config files and where logitscope keeps its files;
-- `library/`: the conversation library (SQLite), shared by the app and `logitscope run`;
-- `remote/` and `gguf/`: two more `EngineAPI`s, over HTTP and on llama.cpp;
-- `cli/`: the headless `logitscope run`; `bench/`: `logitscope bench`.
+- `models/`: where models come from (the demo, folders, the hub, GGUF files) and loading them;
+- `factory`: the one place a front end gets its engine (`build_engine`).
 
-The public surface for a front end is `engine.core.api` (plain data and the `EngineAPI` protocol),
-the engines (`engine.local.client.Engine`, `engine.remote`, `engine.gguf`, `engine.scripted`'s scripted one)
-and the public names of `engine.core.settings`, `engine.models` and `engine.core.library`. MLX itself is only
+The app and the headless commands use `engine.core`, `engine.factory` and the public names of
+`engine.models`; the benchmark (`tui.bench`) measures the engines from inside. MLX itself is only
 imported on the engine thread, so importing this package stays cheap.
 """
 

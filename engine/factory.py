@@ -10,6 +10,7 @@ settings. Importing this module imports neither MLX nor llama.cpp.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from engine.core.api import EngineAPI
 from engine.core.settings import Config, ModelConfig
@@ -59,3 +60,11 @@ def local_engine(model: ModelConfig = ModelConfig(), *, threads: int | None = No
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
                   fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir() if disk_cache else "",
                   loaders=(GgufLoader(chosen or default_threads()),))
+
+
+def speed_layer(fast_blas: bool, fast_layers: bool) -> Any:
+    """Which backend and BLAS the local engine would use here, decided before MLX is imported (as
+    the engine thread decides it): what ``logitscope --version`` reports."""
+    from engine.local.backend import speed_layer as decide
+
+    return decide(fast_blas=fast_blas, fast_layers=fast_layers)

@@ -129,6 +129,9 @@ class ScriptedEngine:
         context_limit: int = 4096,
         name: str = "scripted-demo",
         supports_thinking: bool = False,
+        has_chat_template: bool = True,
+        opens_thinking: bool = False,
+        drops_past_thinking: bool = False,
     ) -> None:
         self.replies = [[_as_token(t) for t in reply] for reply in replies] or [[_as_token("…")]]
         self.token_delay = token_delay
@@ -137,6 +140,8 @@ class ScriptedEngine:
         self.context_limit = context_limit
         self.name = name
         self.supports_thinking = supports_thinking  # what ModelInfo says (the script ignores the switch)
+        self.has_chat_template = has_chat_template  # what ModelInfo says (a plain-text model's welcome)
+        self.opens_thinking, self.drops_past_thinking = opens_thinking, drops_past_thinking  # likewise
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
         self.preview_requests: list[PreviewRequest] = []  # every preview request seen
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
@@ -173,8 +178,9 @@ class ScriptedEngine:
             raise ModelLoadError(self.load_error)
         self._model = ModelInfo(
             name=self.name if model == "demo" else model, path=f"/scripted/{model}",
-            context_limit=self.context_limit, vocab_size=32000, has_chat_template=True,
+            context_limit=self.context_limit, vocab_size=32000, has_chat_template=self.has_chat_template,
             parameters=1_000_000, dtype="float32", blas="scripted", supports_thinking=self.supports_thinking,
+            opens_thinking=self.opens_thinking, drops_past_thinking=self.drops_past_thinking,
         )
         return self._model
 

@@ -7,6 +7,7 @@ from typing import AsyncIterator
 
 import pytest
 
+from real_models import fetch_gemma3, fetch_smollm2
 from tinymodels import build_model
 
 from engine.local.client import Engine
@@ -54,9 +55,30 @@ def window_model(tiny_root: Path) -> Path:
     return build_model(tiny_root / "window", "chatml", seed=3, sliding_window=12)
 
 
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct Q4_1 (ChatML), a real GGUF file fetched once (tests/real_models.py)."""
+    return fetch_smollm2()
+
+
+@pytest.fixture(scope="session")
+def gemma3_gguf() -> Path:
+    """gemma-3-270m Q4_K_M (262k SentencePiece vocabulary, no chat template), fetched once."""
+    return fetch_gemma3()
+
+
 @pytest.fixture
 async def engine() -> AsyncIterator[Engine]:
     """A real engine, closed (thread joined) after the test."""
     eng = Engine()
     yield eng
     await eng.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_build_budget() -> None:
+    """Each test starts as a fresh process does: with the whole start-up wait for C builds
+    (`engine.cpu.cbuild.WaitBudget`), not what earlier tests left of it."""
+    from engine.cpu import cbuild
+
+    cbuild.process_budget.cache_clear()

@@ -46,6 +46,12 @@ class Script:
     completion: list[int] = field(default_factory=lambda: [300, 301, 302, 303])  # ids it "generates"
     cache: list[int] = field(default_factory=list)  # what its prefix cache holds (vLLM mode)
     closed_early: threading.Event = field(default_factory=threading.Event)  # the client hung up
+    keepalive_s: float | None = None  # after the chunks: an SSE comment this often, forever (no [DONE])
+    # answer as mlx_lm.server: /health, and a chat reply asked without top_logprobs as one JSON
+    # object of bare ids (``{"id", "logprob"}``, no text), the way 0.32 sends it at temperature > 0
+    mlx: bool = False
+    mlx_ids: list[int] = field(default_factory=lambda: [5, 6, 7])
+    mlx_text: str = "scripted reply"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -63,7 +69,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
-        if self.path == "/v1/models":
+        if self.path == "/health" and self.script.mlx:
+            self._json(200, '{"status": "ok"}')
+        elif self.path == "/v1/models":
             extra = {"owned_by": "vllm", "max_model_len": 512} if self.script.vllm else {}
             data = json.dumps({"object": "list", "data": [{"id": m, "object": "model", **extra}
                                                           for m in self.script.models]})
@@ -76,6 +84,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.script.bodies.append(json.loads(self.rfile.read(length) or b"{}"))
         if self.script.status != 200:
             self._json(self.script.status, self.script.error_body)
+            return
+        if self.script.mlx and not self.script.bodies[-1].get("stream"):
+            self._json(200, json.dumps(self._mlx_whole(self.script.bodies[-1])))
             return
         if self.path == "/v1/completions":
             self.script.chunks = self._completion(self.script.bodies[-1])
@@ -93,11 +104,24 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(f"data: {line}\n\n".encode())
                 self.wfile.flush()
                 time.sleep(self.script.delay_s)
+            while self.script.keepalive_s is not None:  # alive, never done (until the client hangs up)
+                self.wfile.write(b": keep-alive\n\n")
+                self.wfile.flush()
+                time.sleep(self.script.keepalive_s)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.script.closed_early.set()
 
+
+    def _mlx_whole(self, body: dict[str, Any]) -> dict[str, Any]:
+        """mlx_lm.server's non-streamed chat reply: bare ids with their logprobs, the text whole."""
+        ids = self.script.mlx_ids[: body.get("max_tokens", len(self.script.mlx_ids))]
+        entries = [{"id": i, "logprob": -0.5} for i in ids]
+        return {"object": "chat.completion", "model": body.get("model"), "choices": [{
+            "index": 0, "finish_reason": "stop", "logprobs": {"content": entries},
+            "message": {"role": "assistant", "content": self.script.mlx_text}}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": len(ids), "total_tokens": 9 + len(ids)}}
 
     def _completion(self, body: dict[str, Any]) -> list[Any]:
         """vLLM's legacy stream for a token-id prompt: `completion` continued from where the

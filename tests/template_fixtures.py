@@ -177,6 +177,30 @@ QWEN3_TEMPLATE = """{%- if messages[0].role == 'system' %}
 # The same template as a model configured with enable_thinking=false renders it.
 QWEN3_NO_THINKING_TEMPLATE = "{%- set enable_thinking = false %}\n" + QWEN3_TEMPLATE
 
+# QwQ / Qwen3-*-Thinking-2507 style: the generation prompt opens the <think> block (the reply holds
+# only "...</think>"), and earlier replies enter the history without their thinking.
+QWQ_TEMPLATE = """{%- for message in messages %}
+    {%- if message.role == "assistant" %}
+        {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}
+        {{- '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}
+    {%- else %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n<think>\\n' }}
+{%- endif %}"""
+
+# DeepSeek-R1 distill style (its own role markers; the generation prompt ends in "<think>\n").
+R1_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+    "{{ '<|user|>' + message['content'] }}{% elif message['role'] == 'assistant' %}"
+    "{% set content = message['content'] %}{% if '</think>' in content %}"
+    "{% set content = content.split('</think>')[-1] %}{% endif %}"
+    "{{ '<|assistant|>' + content + eos_token }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|><think>\\n' }}{% endif %}"
+)
+
 PLAIN_TEMPLATE = (
     "{% for message in messages %}{% if message['role'] == 'user' %}{{ 'User: ' + message['content'] + '\\n' }}"
     "{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] + '\\n' }}"
@@ -251,6 +275,10 @@ FAMILIES: dict[str, Family] = {
     "qwen3": Family(QWEN3_TEMPLATE, None, "<|im_end|>", _chatml),
     "qwen3_no_thinking": Family(QWEN3_NO_THINKING_TEMPLATE, None, "<|im_end|>", lambda s, u1, r, u2: (
         _chatml(s, u1, r, u2, gen="<think>\n\n</think>\n\n"))),
+    "qwq": Family(QWQ_TEMPLATE, None, "<|im_end|>", lambda s, u1, r, u2: (
+        _chatml(s, u1, r, u2, gen="<think>\n")), system=False),
+    "r1": Family(R1_TEMPLATE, "<s>", "</s>", lambda s, u1, r, u2: (
+        f"<s><|user|>{u1}<|assistant|><think>\n{r}</s><|user|>{u2}<|assistant|><think>\n"), system=False),
     "plain": Family(PLAIN_TEMPLATE, None, "</s>", lambda s, u1, r, u2: (
         (f"{s}\n" if s else "") + f"User: {u1}\nAssistant:{r}\nUser: {u2}\nAssistant:")),
 }

@@ -10,7 +10,7 @@ import pytest
 
 from engine.cpu import native
 from tui.bench import main
-from tui.bench.report import Report, Section, Stat, alternate, per_round_ratio
+from engine.bench.report import Report, Section, Stat, alternate, per_round_ratio
 
 
 def _run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -106,7 +106,7 @@ def test_alternate_rotates_who_goes_first() -> None:
 
 
 def test_a_worker_process_measures_one_configuration() -> None:
-    from tui.bench.process_section import run_worker
+    from engine.bench.process_section import run_worker
 
     result = run_worker({"shape": "2m", "blas": False, "dtype": "float32", "prompt": 16, "decode": 6})
     assert result["dtype"] == "float32" and result["blas_active"] is False
@@ -115,7 +115,7 @@ def test_a_worker_process_measures_one_configuration() -> None:
 
 def test_a_worker_process_times_the_engine_too() -> None:
     """Engine mode: the real Engine on a written model folder, a prompt of the asked length."""
-    from tui.bench.process_section import run_worker
+    from engine.bench.process_section import run_worker
 
     result = run_worker({"shape": "2m", "blas": True, "gemv_forward": True, "dtype": "float32", "prompt": 40,
                          "decode": 5, "engine": True})
@@ -125,8 +125,8 @@ def test_a_worker_process_times_the_engine_too() -> None:
 
 
 def test_bench_models_have_realistic_sizes_and_a_tokenizer_for_every_id(tmp_path: Path) -> None:
-    from tui.bench.folders import write_tokenizer
-    from tui.bench.shapes import build_model, parameter_count, shape_named
+    from engine.bench.folders import write_tokenizer
+    from engine.bench.shapes import build_model, parameter_count, shape_named
 
     assert 1.8e6 < parameter_count(build_model(shape_named("2m"))) < 2.5e6
     assert parameter_count(build_model(shape_named("2m-4bit"))) == parameter_count(build_model(shape_named("2m")))
@@ -143,7 +143,7 @@ def test_a_bench_tokenizer_covers_a_qwen_sized_vocabulary(tmp_path: Path) -> Non
     """151,936 ids need byte triples beyond the 65,536 pairs; every id must exist and decode."""
     from transformers import PreTrainedTokenizerFast
 
-    from tui.bench.folders import write_tokenizer
+    from engine.bench.folders import write_tokenizer
 
     write_tokenizer(tmp_path, 151936)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
@@ -209,6 +209,8 @@ def test_the_tui_section_adds_the_app_rows_for_a_model(monkeypatch: pytest.Monke
         return {"first_token_ms": 70.0, "engine_ttft_ms": 50.0, "decode_tps": 44.0}
 
     monkeypatch.setattr(module, "_probe", probe)
+    monkeypatch.setattr(module, "_startup", lambda *extra: {"first_paint_s": 0.4, "model_loaded_s": 1.5})
+    monkeypatch.setattr(module, "_race_round", lambda: {"first_paint_s": 0.5, "model_loaded_s": 3.0, "mlx_chat_s": 3.5})
     section = Section("tui", "TUI")
     module.tui_section(section, 2, 100, ("30m", "/models/30m"))
     rows = {row.label: row for row in section.rows}
@@ -216,6 +218,8 @@ def test_the_tui_section_adds_the_app_rows_for_a_model(monkeypatch: pytest.Monke
     assert rows["in the app: the engine's own TTFT, same turns (30m)"].unit == "ms"
     assert rows["in the app: decode while it draws, 10 candidates (30m)"].unit == "tok/s"
     assert rows["key -> screen while 3 previews compute (worst, 30m)"].stat.median == 30.0
+    assert rows["command -> ready: mlx_lm.chat (same model, same rounds)"].stat.median == 3.5
+    assert rows["ready: logitscope minus mlx_lm.chat (per round)"].stat.median == -0.5
     assert [c for c in calls if c[0] == "app"] == [("app", "--model", "/models/30m", "--turns", "6", "--tokens", "200")] * 2
     plain = Section("tui", "TUI")
     module.tui_section(plain, 1, 100)

@@ -100,10 +100,25 @@ def test_forwarding_switch_leaves_plain_openblas(fast: dict, cache_home: str) ->
     assert worst < 1e-5
 
 
-def test_no_compiler_still_gives_openblas(fast: dict, tmp_path: Path) -> None:
+def test_no_compiler_still_gives_openblas_where_a_plain_build_can_run(fast: dict, tmp_path: Path) -> None:
+    """Without a compiler only an OpenBLAS with plain cblas names can serve (the prefixed one needs
+    the compiled alias): cmeel's, when this CPU can run its build; else the status says why not."""
     result = run_probe(CC=str(tmp_path / "no-such-cc"), XDG_CACHE_HOME=str(tmp_path))
-    assert result["active"] and not result["gemv_forward"]
-    assert "no C compiler" in result["reason"] and "\n" not in result["reason"]
+    assert "\n" not in result["reason"]
+    cmeel = blas._cmeel_paths()
+    if cmeel and _runnable(cmeel[0]):
+        assert result["active"] and not result["gemv_forward"]
+        assert "no C compiler" in result["reason"]
+    else:
+        assert not result["active"] and "cblas alias" in result["reason"]
+
+
+def _runnable(path: str) -> bool:
+    """Whether this CPU can run the OpenBLAS build at `path` (`blas.unrunnable_build`)."""
+    import ctypes
+
+    return blas.unrunnable_build(blas._build_config(ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL), ""),
+                                 blas._cpu_flags()) is None
 
 
 def test_fast_and_reference_blas_agree(fast: dict) -> None:
@@ -161,3 +176,31 @@ def test_explicit_thread_count_wins(fast: dict) -> None:
     code = PROBE.replace("enable_fast_blas()", "enable_fast_blas(threads=1)")
     result = run_probe(code, OPENBLAS_NUM_THREADS="2")
     assert result["active"] and result["threads"] == 1
+
+
+def test_an_openblas_built_for_avx512_only_is_skipped_on_a_cpu_without_it() -> None:
+    """cmeel-openblas's wheel is built for SKYLAKEX alone (no DYNAMIC_ARCH): on a CPU without
+    AVX-512 (a cloud Zen 4 reporting avx2 but no avx512f) every engine load died of SIGILL."""
+    from engine.cpu.blas import unrunnable_build
+
+    avx2_only = frozenset({"sse4_2", "avx", "avx2", "fma", "f16c"})
+    skylakex = "OpenBLAS 0.3.31 NO_AFFINITY SKYLAKEX MAX_THREADS=4"
+    assert "SKYLAKEX" in (unrunnable_build(skylakex, avx2_only) or "")
+    assert unrunnable_build(skylakex, avx2_only | {"avx512f", "avx512bw"}) is None
+    assert unrunnable_build("OpenBLAS 0.3.34 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64", avx2_only) is None
+    assert unrunnable_build("OpenBLAS 0.3.31 HASWELL MAX_THREADS=4", avx2_only) is None
+    assert unrunnable_build(skylakex, frozenset()) is None  # flags unknown (not Linux): trust the library
+
+
+def test_a_load_with_the_fast_blas_runs_on_this_cpu() -> None:
+    """The real thing, in a fresh process: OpenBLAS loaded as the engine loads it, then an sgemm
+    of the small size whose AVX-512 kernel crashed (the process used to die of SIGILL)."""
+    code = ("import os\n"
+            "from engine.cpu.blas import enable_fast_blas\n"
+            "info = enable_fast_blas()\n"
+            "import mlx.core as mx\n"
+            "a = mx.ones((8, 16)); b = mx.ones((16, 8))\n"
+            "print(info.active, float((a @ b).sum()))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, (result.returncode, result.stderr[-1500:])
+    assert result.stdout.split()[-1] == "1024.0"

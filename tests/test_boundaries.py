@@ -1,8 +1,9 @@
-"""The two worlds stay apart: engine/ never imports Textual, tui/ never imports MLX.
+"""The house's rules: front ends -> engines -> core (docs/architecture.md).
 
-Checked two ways: statically (no import statement names the other world's library) and at run time
-(importing the whole TUI, including the real engine client, leaves MLX unloaded, which is also what
-keeps the first paint fast).
+The layers are declared once, in pyproject.toml, and checked with import-linter; on top of that:
+no import cycles, the front ends and the core load no MLX at run time (which also keeps the first
+paint fast), the speed layer is entered only through its install hook, and the front ends use only
+the engines' public doors.
 """
 
 from __future__ import annotations
@@ -35,19 +36,25 @@ def _offenders(package: str, forbidden: set[str]) -> list[str]:
     ]
 
 
-def test_engine_never_imports_textual() -> None:
-    assert _offenders("engine", {"textual", "tui", "rich"}) == []
+def test_the_layers_declared_in_pyproject_hold() -> None:
+    """Front ends -> engines -> core, the front ends apart, no Textual in the engines, no MLX in
+    the core or the front ends: declared once, in pyproject.toml's [tool.importlinter], and
+    checked here by import-linter over the whole import graph (function-level imports included)."""
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "BROKEN" not in result.stdout and " KEPT" in result.stdout
 
 
-def test_tui_never_imports_mlx() -> None:
-    assert _offenders("tui", {"mlx", "mlx_lm"}) == []
-
-
-def test_importing_the_tui_and_engine_client_leaves_mlx_unloaded() -> None:
+def test_importing_the_app_and_the_headless_commands_leaves_mlx_unloaded() -> None:
+    """What keeps the first paint fast: the app, the headless commands and the engine factory
+    import no MLX until the engine thread loads a model."""
     code = (
-        "import sys, importlib, pkgutil, tui, engine.local.client\n"
-        "for m in pkgutil.walk_packages(tui.__path__, 'tui.'):\n"
-        "    importlib.import_module(m.name)\n"
+        "import sys, importlib, pkgutil, tui.app, tui.headless, tui.main, engine.factory\n"
+        "for package in (tui.app, tui.headless):\n"
+        "    for m in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
+        "        if not m.name.endswith('__main__'):\n"
+        "            importlib.import_module(m.name)\n"
         "loaded = sorted(n for n in sys.modules if n == 'mlx' or n.startswith(('mlx.', 'mlx_lm')))\n"
         "print(loaded)\n"
         "assert not loaded, loaded\n"
@@ -56,15 +63,12 @@ def test_importing_the_tui_and_engine_client_leaves_mlx_unloaded() -> None:
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-# The engine's three jobs, each in its own place (docs/architecture.md).
 SPEED_LAYER = "engine.cpu"
-ENGINE_PROPER = frozenset({
-    "engine.core.api", "engine.local.backend", "engine.local.client", "engine.local.commands", "engine.scripted", "engine.local.kvdisk", "engine.local.lastrow", "engine.local.penalties",
-    "engine.local.precision", "engine.local.preview", "engine.local.prompt", "engine.local.sampling", "engine.local.session", "engine.local.snapshots", "engine.local.textstream",
-    "engine.local.turn", "engine.local.warmup", "engine.local.watchdog", "engine.local.worker",
-})
-TUI_MAY_IMPORT = frozenset({"engine.core.api", "engine.local.client", "engine.scripted", "engine.remote", "engine.core.settings",
-                            "engine.models", "engine.gguf", "engine.core.library"})
+ENGINE_PROPER = "engine.local"
+# What a front end may use of the engines: the core, the factory, the scripted double, the model
+# sources' public names, and (the bench only) the engine side of the bench.
+FRONT_END_DOORS = ("engine.core", "engine.factory", "engine.scripted")
+FRONT_END_PACKAGES = frozenset({"engine.models", "engine.gguf"})  # their public names, never a module inside
 REMOTE = "engine.remote"
 
 
@@ -97,12 +101,11 @@ def _in(module: str, package: str) -> bool:
 
 def test_the_engine_proper_enters_the_speed_layer_only_through_install() -> None:
     offenders = []
-    for path in sorted((ROOT / "engine").glob("*.py")):
+    for path in sorted((ROOT / "engine" / "local").rglob("*.py")):
         for module, names in _engine_imports(path):
             if _in(module, SPEED_LAYER) and (module, names) != (SPEED_LAYER, ["install"]):
                 offenders.append(f"{path.relative_to(ROOT)} imports {module} {names}")
     assert offenders == []
-    assert {_module_name(p) for p in (ROOT / "engine").glob("*.py")} - {"engine"} == ENGINE_PROPER
 
 
 def test_the_speed_layer_imports_nothing_from_the_engine_proper() -> None:
@@ -115,14 +118,16 @@ def test_the_speed_layer_imports_nothing_from_the_engine_proper() -> None:
     assert offenders == []
 
 
-def test_the_tui_uses_only_the_engines_public_doors() -> None:
-    """The contract, the two engines, and the settings and models packages' public names (never a
-    module inside those packages)."""
+def test_the_front_ends_use_only_the_engines_public_doors() -> None:
+    """The app and the headless commands: the core, the factory, the scripted double and the model
+    sources' public names (never a module inside those packages); the bench may also use the
+    engine side of the bench."""
     offenders = [
         f"{path.relative_to(ROOT)} imports {module}"
-        for path in sorted((ROOT / "tui").rglob("*.py"))
+        for folder in ("app", "headless")
+        for path in sorted((ROOT / "tui" / folder).rglob("*.py"))
         for module, _ in _engine_imports(path)
-        if module not in TUI_MAY_IMPORT and module != "tui.headless"
+        if not any(_in(module, door) for door in FRONT_END_DOORS) and module not in FRONT_END_PACKAGES
     ]
     assert offenders == []
 
@@ -134,7 +139,7 @@ def test_the_remote_engine_needs_no_mlx_and_only_the_contract_and_settings() -> 
         f"{path.relative_to(ROOT)} imports {module}"
         for path in sorted((ROOT / "engine" / "remote").rglob("*.py"))
         for module, _ in _engine_imports(path)
-        if not _in(module, REMOTE) and module not in ("engine.core.api", "engine.local.prompt", "engine.core.settings.sections")
+        if not _in(module, REMOTE) and not _in(module, "engine.core") and module != "engine.local.prompt"
     ]
     assert offenders == []
     assert _offenders("engine/remote", {"mlx", "mlx_lm"}) == []
@@ -142,21 +147,15 @@ def test_the_remote_engine_needs_no_mlx_and_only_the_contract_and_settings() -> 
 
 def test_the_library_is_plain_data_and_sqlite() -> None:
     """The app and `logitscope run` share the conversation library, so it imports no MLX, no
-    Textual and of the engine only its own modules and the XDG folders."""
+    Textual and of the engine only its own modules and the core's settings and chat."""
     offenders = [
         f"{path.relative_to(ROOT)} imports {module}"
-        for path in sorted((ROOT / "engine" / "library").rglob("*.py"))
+        for path in sorted((ROOT / "engine" / "core" / "library").rglob("*.py"))
         for module, _ in _engine_imports(path)
-        if not _in(module, "engine.core.library") and module != "engine.core.settings.paths"
+        if not _in(module, "engine.core")
     ]
     assert offenders == []
     assert _offenders("engine/core/library", {"mlx", "mlx_lm", "textual"}) == []
-
-
-def test_the_tui_imports_engine_cli_only_to_hand_over_headless_commands() -> None:
-    users = [path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "tui").rglob("*.py"))
-             if any(module == "tui.headless" for module, _ in _engine_imports(path))]
-    assert users == ["tui/main.py"]
 
 
 def test_on_a_gpu_backend_no_module_of_the_speed_layer_is_imported(chatml_model: Path) -> None:

@@ -200,3 +200,36 @@ def test_kernels_built_in_the_background_serve_the_next_model_load(tmp_path: Pat
         time.sleep(0.05)
     kernels, status = process.get()
     assert status == "on" and kernels is not None
+
+
+def test_a_library_that_crashes_at_load_is_rebuilt_not_crashed_on_again(tmp_path: Path) -> None:
+    """#29.6: truncated, its record rewritten to match: the hash passes, dlopen maps past the
+    end (SIGBUS). Whatever the first start does, the next one rebuilds and runs."""
+    folder = tmp_path / "cache"
+    good = cbuild.build(native.SOURCE, native.FLAGS, folder)
+    data = good.read_bytes()
+    good.write_bytes(data[: len(data) // 3])
+    cbuild.record_path(good).write_text(cbuild._sha256(good) + "\n")  # recorded as ours
+    first = _load_in_child(folder)
+    assert first.returncode in (0, -7), first.stderr  # on, off, or killed by SIGBUS: once
+    done = _load_in_child(folder)  # the next start
+    deadline = time.monotonic() + 60
+    while done.returncode == 0 and done.stdout.strip() != "on" and time.monotonic() < deadline:
+        time.sleep(0.2)  # rebuilding in the background, for the start after
+        done = _load_in_child(folder)
+    assert (done.returncode, done.stdout.strip()) == (0, "on"), done.stderr
+    assert good.read_bytes() == data
+
+
+def test_a_library_the_loader_refuses_is_rebuilt_for_the_next_start(tmp_path: Path) -> None:
+    folder = tmp_path / "cache"
+    good = cbuild.build(native.SOURCE, native.FLAGS, folder)
+    good.write_bytes(b"not an ELF file at all" * 100)
+    cbuild.record_path(good).write_text(cbuild._sha256(good) + "\n")
+    kernels, status = native.load(folder)
+    assert kernels is None and status.startswith(f"off: {good.name} could not be loaded (")
+    assert "rebuilding it for the next start" in status and "\n" not in status
+    deadline = time.monotonic() + 60
+    while not cbuild.verified(good) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _load_in_child(folder).stdout.strip() == "on"

@@ -178,10 +178,10 @@ def test_trust_remote_code_flag_reaches_load(
         (["--top-p", "1.5"], "logitscope: --top-p: top_p must be between 0.0 and 1.0, got 1.5"),
         (["--candidates", "101"], "logitscope: --candidates: candidates must be between 0 and 100, got 101"),
         (["--max-tokens", "0"], "logitscope: --max-tokens: max_tokens must be between 1 and 1000000, got 0"),
-        (["--top-k", "2.5"], "logitscope: argument --top-k: a whole number, got '2.5'"),
-        (["--temp", "warm"], "logitscope: argument --temp: a number, got 'warm'"),
+        (["--top-k", "2.5"], "logitscope: argument --top-k: a whole number, got '2.5' (see 'logitscope run --help')"),
+        (["--temp", "warm"], "logitscope: argument --temp: a number, got 'warm' (see 'logitscope run --help')"),
         (["--temp", "nan"], "logitscope: --temp: temperature must be a finite number, got nan"),
-        (["--bogus"], "logitscope: unrecognized arguments: --bogus"),
+        (["--bogus"], "logitscope: unrecognized arguments: --bogus (see 'logitscope run --help')"),
         (["--prompt", " "], "logitscope: --prompt must not be empty"),
         (["--config", "/no/such/file.toml"], "logitscope: config file not found: /no/such/file.toml"),
     ],
@@ -213,7 +213,9 @@ def test_bench_is_handed_to_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> No
         return 7
 
     monkeypatch.setattr(tui.bench, "main", bench)
-    assert main(["bench", "--quick"]) == 7 and seen == [["--quick"]]
+    from tui.main import main as console_main
+
+    assert console_main(["bench", "--quick"]) == 7 and seen == [["--quick"]]
 
 
 def test_help_returns_zero(capsys: pytest.CaptureFixture[str]) -> None:

@@ -110,3 +110,14 @@ def test_help_names_the_saved_settings_and_whole_ranges(capsys: pytest.CaptureFi
     assert "saves there with Ctrl+S apply here too" in text and "--no-config ignores the file" in text
     assert "seed (0 to 9223372036854775807;" in text and "top k (0 to 1000000)" in text
     assert "e+" not in text
+
+
+def test_a_model_without_a_chat_template_is_said_once(capsys: pytest.CaptureFixture[str]) -> None:
+    def plain() -> ScriptedEngine:
+        return ScriptedEngine(REPLIES, has_chat_template=False)
+
+    code = main(["run", "--model", "base", "--prompt", "a", "--prompt", "b"], engine_factory=plain)
+    out, err = capsys.readouterr()
+    assert code == 0 and out.count("Hi! there") == 1
+    assert err == ("logitscope: note: base has no chat template: plain text (each message after the first "
+                   "starts after a blank line)\n")

@@ -236,7 +236,7 @@ def test_the_real_measurement_runs_and_changes_no_result() -> None:
 def test_bytes_read_per_token_count_kept_copies_instead_of_packed_weights() -> None:
     from mlx.utils import tree_flatten
 
-    from tui.bench.memory_worker import decode_bytes, kept_copy_bytes
+    from engine.bench.memory_worker import decode_bytes, kept_copy_bytes
 
     model = _tiny_4bit()
     packed = decode_bytes(model)
@@ -288,8 +288,8 @@ def test_a_head_that_cannot_be_unpacked_is_no_candidate() -> None:
 def test_the_memory_section_reports_speed_bytes_and_memory_for_both_models() -> None:
     """Real processes (2M shape, one round): each model's folder is written by a process of its
     own, so a measuring process's peak memory is the engine's alone."""
-    from tui.bench.memory_section import memory_section
-    from tui.bench.report import Section
+    from engine.bench.memory_section import memory_section
+    from engine.bench.report import Section
 
     section = Section("memory", "4-bit memory")
     memory_section(section, ("2m-4bit", "2m"), prompt=16, decode=4, rounds=1)

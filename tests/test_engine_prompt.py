@@ -57,7 +57,7 @@ def test_text_that_looks_like_a_reply_marker_is_tokenized_whole(tmp_path: Path) 
     (another nonce) is ordinary text, tokenized in one piece with what surrounds it."""
     import json
 
-    from tui.bench.folders import write_tokenizer
+    from engine.bench.folders import write_tokenizer
 
     write_tokenizer(tmp_path, 32000)  # byte pairs merge: where text is cut changes its ids
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
@@ -84,13 +84,20 @@ def test_continue_last_appends_the_partial_reply(llama3_model: Path) -> None:
 
 
 def test_model_without_template_continues_plain_text(plain_model: Path) -> None:
+    """A reply continues the text it answers; each later message starts after a blank line
+    (`PLAIN_SEPARATOR`, README "GGUF files"), never glued to the reply ("...a timeand there")."""
+    from engine.local.prompt import PLAIN_SEPARATOR, TextEncoder
+
     tok = _tokenizer(plain_model)
-    assert not tok.has_chat_template
-    messages = [Message("user", "once upon"), Message("assistant", " a time", (11, 12)), Message("user", " there")]
+    assert not tok.has_chat_template and PLAIN_SEPARATOR == "\n\n"
+    messages = [Message("user", "once upon"), Message("assistant", " a time", (11, 12)), Message("user", "and there")]
     ids = render_prompt(tok, messages, continue_last=False)
     once = tok.encode("once upon", add_special_tokens=False)
-    there = tok.encode(" there", add_special_tokens=False)
+    there = TextEncoder(tok).continued("\n\nand there")
     assert ids == [tok.bos_token_id, *once, 11, 12, *there]
+    assert tok.decode(ids[1:]).endswith("\n\nand there")
+    two = render_prompt(tok, [Message("system", "Stories."), Message("user", "once upon")], continue_last=False)
+    assert tok.decode(two[1:]) == "Stories.\n\nonce upon"
 
 
 @pytest.mark.parametrize(

@@ -184,6 +184,47 @@ async def test_bad_files_are_one_line(tmp_path: Path) -> None:
         await engine.close()
 
 
+@needs_llama
+async def test_a_vocabulary_llama_cpp_refuses_gets_its_reason_in_one_line(
+        pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp's own words, one line, its control characters dropped; the engine keeps going."""
+    import gguf
+
+    from engine.factory import local_engine
+    from engine.gguf.convert import convert_folder
+
+    write_pre = gguf.GGUFWriter.add_tokenizer_pre
+    monkeypatch.setattr(gguf.GGUFWriter, "add_tokenizer_pre", lambda self, _: write_pre(self, "no-such-pre\x1b[31m"))
+    bad = convert_folder(pair[0], tmp_path / "bad-pre.gguf")
+    engine = local_engine()
+    try:
+        with pytest.raises(ModelLoadError) as caught:
+            await engine.load(str(bad))
+        assert str(caught.value) == ("llama.cpp could not load bad-pre.gguf: error loading model vocabulary: "
+                                     "unknown pre-tokenizer type: 'no-such-pre[31m'")
+        assert (await engine.load(str(pair[1]))).name == pair[1].name
+    finally:
+        await engine.close()
+
+
+@needs_llama
+def test_loading_reports_llama_cpps_progress(pair: tuple[Path, Path]) -> None:
+    """Each stage of llama.cpp's load (most of a 262k vocabulary's seconds pass before any weight),
+    then the share of the weights read, rising to 1: the status bar's loading line."""
+    from engine.core.api import LoadProgress
+    from engine.gguf.load import load_gguf
+
+    seen: list[LoadProgress] = []
+    loaded = load_gguf(str(pair[1]), 0, 1, seen.append)
+    loaded.model.close()
+    fractions = [p.fraction for p in seen if p.fraction is not None]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and len(fractions) >= 2
+    assert all(p.message.startswith(f"loading {pair[1].name} with llama.cpp: ") for p in seen)
+    stages = list(dict.fromkeys(p.message.split(": ", 1)[1] for p in seen))
+    assert stages[:3] == ["header", f"vocabulary ({loaded.model.args.vocab_size:,} tokens)", "weights"]
+    assert stages[-1].startswith("a context of")
+
+
 def test_missing_extra_says_how_to_install(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.gguf.load import INSTALL_HINT, load_gguf
 
@@ -275,20 +316,3 @@ async def test_one_engine_switches_between_mlx_and_gguf(pair: tuple[Path, Path],
         assert back.token_ids == mlx_turn.token_ids
     finally:
         await engine.close()
-
-
-@needs_llama
-async def test_previews_are_refused_in_one_line_and_leave_the_cache_whole(gguf_engine: Engine) -> None:
-    """What-if previews batch several rows through an MLX cache; llama.cpp's memory is one shared
-    sequence here, so they are refused (one line), and the next turn still equals the first."""
-    from engine.core.api import EngineError, PreviewRequest
-
-    events, first = await run(gguf_engine, CHAT)
-    partial = Message("assistant", "", first.token_ids[:2])
-    request = PreviewRequest((*CHAT, partial), tuple(c.id for c in events[2].candidates[:3]), tokens=4)
-    with pytest.raises(EngineError) as caught:
-        async for _ in gguf_engine.preview(request):
-            pass
-    assert "GGUF" in str(caught.value) and "\n" not in str(caught.value)
-    _, again = await run(gguf_engine, CHAT)
-    assert again.token_ids == first.token_ids and again.reused_tokens == len(first.prompt_ids) - 1

@@ -1,4 +1,4 @@
-"""tui.bench.gguf_section: the GGUF rows of ``logitscope bench`` are built offline and filled.
+"""engine.bench.gguf_section: the GGUF rows of ``logitscope bench`` are built offline and filled.
 
 One round, a few tokens, the smallest shape: this checks the section runs end to end (files made
 and quantized by llama.cpp, both contenders measured, ratios against their targets), not speed.
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tui.bench.report import Section
+from engine.bench.report import Section
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                 reason='llama-cpp-python is not installed (pip install "logitscope[gguf]")')
 
 
 async def test_section_compares_every_file_type(tmp_path: Path) -> None:
-    from tui.bench.gguf_section import gguf_section
+    from engine.bench.gguf_section import gguf_section
 
     section = Section("gguf", "GGUF")
     await gguf_section(section, ("2m",), tmp_path, rounds=1, tokens=4, prompt_words=8, threads=1)
@@ -37,7 +37,7 @@ def test_a_file_whose_tokenizer_differs_from_llama_cpps_is_refused(tmp_path: Pat
     import gguf
 
     from engine.core.api import ModelLoadError
-    from tui.bench.gguf_section import gguf_files
+    from engine.bench.gguf_section import gguf_files
     from engine.gguf.load import load_gguf
 
     good = gguf_files("2m", tmp_path)["F32"]
@@ -53,29 +53,28 @@ def test_a_file_whose_tokenizer_differs_from_llama_cpps_is_refused(tmp_path: Pat
     assert "deflt" in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_a_tokenizer_rebuilt_wrongly_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The probe check catches a split that differs from llama.cpp's (here: a wrong pattern)."""
-    from engine.core.api import ModelLoadError
-    from tui.bench.gguf_section import gguf_files
-    from engine.gguf import tokenizer
-    from engine.gguf.load import load_gguf
+def test_the_load_section_needs_a_file_and_says_how_to_get_one() -> None:
+    """``--sections gguf-load`` without ``--gguf FILE``: skipped in one line (the real run loads a
+    real file in fresh processes, minutes: measured by hand, BENCHMARKS.md)."""
+    from tui.bench.cli import make_plan, parser
+    from engine.bench.gguf_load import gguf_load_section
 
-    good = gguf_files("2m", tmp_path)["F32"]
-    monkeypatch.setitem(tokenizer.PATTERNS, "gpt-2", r"\S|\s")  # one character at a time
-    with pytest.raises(ModelLoadError) as caught:
-        load_gguf(str(good), 0, 1)
-    assert "could not be rebuilt exactly" in str(caught.value)
+    section = Section("gguf-load", "GGUF load")
+    gguf_load_section(section, None, rounds=1, threads=1)
+    assert section.skipped.startswith("pass --gguf FILE") and not section.rows
+    plan = make_plan(parser().parse_args(["--sections", "gguf-load", "--gguf", "x.gguf"]))
+    assert plan.sections == ("gguf-load",) and plan.gguf_file == "x.gguf"
 
 
 def test_weights_read_per_token_count_the_head_and_every_linear_once() -> None:
-    """tui.bench.memory_worker.decode_bytes on a 4-bit model without kept copies: every packed
+    """engine.bench.memory_worker.decode_bytes on a 4-bit model without kept copies: every packed
     linear with its scales and biases, plus the tied embedding as the head; float32 counts 4 bytes."""
     import mlx.core as mx
     import mlx.nn as nn
     from mlx.utils import tree_flatten
 
-    from tui.bench.memory_worker import decode_bytes
-    from tui.bench.shapes import build_model, shape_named
+    from engine.bench.memory_worker import decode_bytes
+    from engine.bench.shapes import build_model, shape_named
 
     model = build_model(shape_named("2m-4bit"))
     everything = sum(int(a.nbytes) for _, a in tree_flatten(model.parameters()))

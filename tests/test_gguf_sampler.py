@@ -17,6 +17,10 @@ import numpy as np
 import pytest
 
 from engine.core.api import SamplingParams
+from engine.core.params import LOGITSCOPE_ORDER
+
+MIXED = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "temperature", "min_p", "xtc")
+TOP_P_FIRST = ("penalties", "dry", "top_n_sigma", "top_p", "typ_p", "top_k", "min_p", "xtc", "temperature")
 from engine.gguf.sampler import NumpySampler, shortlist, statistics
 from engine.local.sampling import HEADER, LiveSampler, SMALL_VOCAB
 
@@ -34,6 +38,25 @@ PARAMS = {
     "penalties": SamplingParams(temperature=0.8, repetition_penalty=1.3, presence_penalty=0.4,
                                 frequency_penalty=0.2, repetition_context_size=16),
     "greedy + repetition": SamplingParams(temperature=0.0, repetition_penalty=1.5),
+    # the order: logitscope's (the filters read the tempered distribution), and a mixed one
+    "top-k + top-p, logitscope order": SamplingParams(temperature=0.9, top_k=40, top_p=0.6, samplers=LOGITSCOPE_ORDER),
+    "top-p + min-p, logitscope order": SamplingParams(temperature=0.7, top_p=0.95, min_p=0.02, samplers=LOGITSCOPE_ORDER),
+    "top-p + min-p, mixed order": SamplingParams(temperature=0.7, top_p=0.95, min_p=0.02, samplers=MIXED),
+    "top-k + top-p + min-p, mixed order": SamplingParams(temperature=1.4, top_k=50, top_p=0.9, min_p=0.05,
+                                                         samplers=MIXED),
+    # the extended chain (engine/local/chain.py): both engines run the same numpy stages
+    "logit bias": SamplingParams(temperature=0.9, logit_bias=((0, 3.0), (5, -100.0), (8, -2.0))),
+    "logit bias, greedy": SamplingParams(temperature=0.0, logit_bias=((7, 50.0),)),
+    "DRY": SamplingParams(temperature=0.8, dry_multiplier=1.5, dry_allowed_length=1, dry_penalty_last_n=-1),
+    "top-nσ": SamplingParams(temperature=1.1, top_n_sigma=1.5),
+    "typical-p": SamplingParams(temperature=0.9, typical_p=0.7, top_k=60),
+    "XTC": SamplingParams(temperature=1.0, xtc_probability=0.6, xtc_threshold=0.02),
+    "dynamic temperature": SamplingParams(temperature=1.0, dynatemp_range=0.6, dynatemp_exponent=1.5, min_p=0.05),
+    "mirostat v2": SamplingParams(temperature=0.9, mirostat=2, mirostat_tau=4.0, mirostat_eta=0.2),
+    "top-p before top-k": SamplingParams(temperature=0.9, top_k=30, top_p=0.8, samplers=TOP_P_FIRST),
+    "everything": SamplingParams(temperature=1.2, top_k=80, top_p=0.95, min_p=0.01, repetition_penalty=1.2,
+                                 dry_multiplier=0.8, top_n_sigma=3.0, typical_p=0.95, xtc_probability=0.5,
+                                 xtc_threshold=0.05, dynatemp_range=0.3, logit_bias=((2, 1.0),)),
 }
 
 

@@ -1,4 +1,5 @@
-"""No two engine modules import each other, directly or through others, at any level.
+"""No two modules of the engine, nor of the front ends, import each other, directly or through
+others, at any level.
 
 Every import counts, including those inside functions and under `TYPE_CHECKING`: a cycle means
 neither module can be read, moved or tested without the other (`engine.local.turn` <-> `engine.local.worker`
@@ -93,3 +94,9 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_engine_has_no_import_cycles() -> None:
     assert cycles(import_graph("engine")) == []
+
+
+def test_the_front_ends_have_no_import_cycles() -> None:
+    """Over `tui/` too: the app, the library actions and the library screen once imported each
+    other in a circle, and the console script and the bench's app probe."""
+    assert cycles(import_graph("tui")) == []

@@ -13,7 +13,7 @@ from engine_helpers import GREEDY, run
 import mlx.core as mx
 import mlx.nn as nn
 from engine.core.api import Message
-from tui.bench.shapes import build_model, shape_named
+from engine.bench.shapes import build_model, shape_named
 from engine.local.client import Engine
 from engine.local.lastrow import install_last_row_head
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tui.bench import library_section as bench
-from tui.bench.report import Section
+from engine.bench.report import Section
 from engine.core.library import Library
 
 
@@ -28,7 +28,7 @@ def test_the_library_section_builds_its_database_and_reports_every_row(tmp_path:
 
 @pytest.mark.slow
 async def test_the_reopen_rows_compare_disk_with_reading_again(chatml_model: Path) -> None:
-    from tui.bench.kvdisk_rows import kvdisk_rows
+    from engine.bench.kvdisk_rows import kvdisk_rows
 
     section = Section("library", "library")
     await kvdisk_rows(section, "tiny", str(chatml_model), 300, rounds=1)

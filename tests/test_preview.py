@@ -185,9 +185,9 @@ def hybrid_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A very small Mamba-2/attention hybrid (recurrent state: no layer of it can be trimmed)."""
     from dataclasses import replace
 
-    from tui.bench.folders import write_model_folder
-    from tui.bench.rewind_section import REWIND_SHAPES
-    from tui.bench.shapes import build_model
+    from engine.bench.folders import write_model_folder
+    from engine.bench.rewind_section import REWIND_SHAPES
+    from engine.bench.shapes import build_model
 
     shape = REWIND_SHAPES["hybrid"]
     small = replace(shape, config={**shape.config, "hidden_size": 64, "intermediate_size": 128,

@@ -18,6 +18,7 @@ import pytest
 
 import engine.local.sampling as sampling
 from engine.core.api import SamplingParams
+from engine.core.params import LOGITSCOPE_ORDER
 from engine.local.sampling import LiveSampler, TokenStats
 
 # ---------------------------------------------------------------------------------------------
@@ -44,7 +45,9 @@ def ref_logprobs(x: np.ndarray) -> np.ndarray:
 
 
 def ref_sampled(x: np.ndarray, p: SamplingParams, check_margins: bool = True, margin: float = 1e-4) -> np.ndarray:
-    """p_sampled: temperature -> top-k -> top-p -> min-p, renormalised (one-hot when greedy).
+    """p_sampled: top-k -> top-p -> min-p, renormalised (one-hot when greedy), each filter reading
+    the temperature-scaled distribution when the order (`SamplingParams.samplers`) puts the
+    temperature before it, else the distribution at temperature 1; drawn at the temperature.
 
     `margin`: how far every cumulative sum / ratio must stay from the thresholds, so float32
     rounding in the sampler cannot flip a token (checked unless `check_margins` is off)."""
@@ -52,12 +55,19 @@ def ref_sampled(x: np.ndarray, p: SamplingParams, check_margins: bool = True, ma
     if p.temperature == 0:
         return np.eye(vocab)[int(np.argmax(x))]
     prob = np.exp(ref_logprobs(x / p.temperature))
+    flat = np.exp(ref_logprobs(x))
+    stages = p.samplers
+
+    def source(stage: str) -> np.ndarray:
+        return prob if stages.index("temperature") < stages.index(stage) else flat
+
     keep = np.ones(vocab, dtype=bool)
     if 0 < p.top_k < vocab:
         keep[:] = False
         keep[np.argsort(-prob, kind="stable")[: p.top_k]] = True
     if p.top_p < 1.0:
-        q = np.where(keep, prob, 0.0) / prob[keep].sum()
+        src = source("top_p")
+        q = np.where(keep, src, 0.0) / src[keep].sum()
         order = np.argsort(-q, kind="stable")
         cum = np.cumsum(q[order])
         crossing = int(np.searchsorted(cum, p.top_p))  # first index with cum >= top_p
@@ -65,7 +75,7 @@ def ref_sampled(x: np.ndarray, p: SamplingParams, check_margins: bool = True, ma
             assert np.min(np.abs(cum[q[order] > 0] - p.top_p)) > margin, "fragile test data"
         keep &= q >= q[order[crossing]]
     if p.min_p > 0.0:
-        q = np.where(keep, prob, 0.0)
+        q = np.where(keep, source("min_p"), 0.0)
         if check_margins:
             assert np.min(np.abs(q[keep] / q.max() - p.min_p)) > margin, "fragile test data"
         keep &= q >= p.min_p * q.max()
@@ -141,9 +151,15 @@ CONTEXT = [3, 7, 7, 7, 11, 2, 2, 40, 41, 5, 9, 9, 12]  # the window (8) starts a
 CHAINS = {
     "temperature": SamplingParams(temperature=0.8),
     "top_k": SamplingParams(temperature=1.3, top_k=6),
-    "top_p": SamplingParams(temperature=0.7, top_p=0.8),
-    "min_p": SamplingParams(temperature=1.5, min_p=0.1),
-    "combined": SamplingParams(temperature=1.2, top_k=12, top_p=0.85, min_p=0.05),
+    "top_p": SamplingParams(temperature=0.7, top_p=0.8, samplers=LOGITSCOPE_ORDER),
+    "min_p": SamplingParams(temperature=1.5, min_p=0.1, samplers=LOGITSCOPE_ORDER),
+    "combined": SamplingParams(temperature=1.2, top_k=12, top_p=0.85, min_p=0.05, samplers=LOGITSCOPE_ORDER),
+    # llama.cpp's order (the default): the filters read temperature 1, the draw is at the temperature
+    "top_p, llama.cpp": SamplingParams(temperature=0.7, top_p=0.8),
+    "min_p, llama.cpp": SamplingParams(temperature=1.5, min_p=0.1),
+    "combined, llama.cpp": SamplingParams(temperature=1.2, top_k=12, top_p=0.85, min_p=0.05),
+    "mixed order": SamplingParams(temperature=1.3, top_p=0.8, min_p=0.12, samplers=(
+        "penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "temperature", "min_p", "xtc")),
     "penalties": SamplingParams(
         temperature=1.0, repetition_penalty=1.8, presence_penalty=0.7, frequency_penalty=0.4,
         repetition_context_size=8,
@@ -189,10 +205,15 @@ def test_draws_follow_reference(name: str) -> None:
 
 
 def filters_before_temperature(x: np.ndarray, p: SamplingParams) -> np.ndarray:
-    """A wrong chain: the filters judge the untempered distribution."""
+    """A wrong chain for logitscope's order: the filters judge the untempered distribution."""
     kept = ref_sampled(x, p.with_changes(temperature=1.0), check_margins=False) > 0
     out = np.where(kept, np.exp((x - x.max()) / p.temperature), 0.0)
     return out / out.sum()
+
+
+def filters_after_temperature(x: np.ndarray, p: SamplingParams) -> np.ndarray:
+    """A wrong chain for llama.cpp's order: the filters judge the tempered distribution."""
+    return ref_sampled(x, p.with_changes(samplers=LOGITSCOPE_ORDER), check_margins=False)
 
 
 def top_p_before_top_k(x: np.ndarray, p: SamplingParams) -> np.ndarray:
@@ -211,6 +232,8 @@ def top_p_before_top_k(x: np.ndarray, p: SamplingParams) -> np.ndarray:
     [
         ("top_p", filters_before_temperature),
         ("min_p", filters_before_temperature),
+        ("top_p, llama.cpp", filters_after_temperature),
+        ("min_p, llama.cpp", filters_after_temperature),
         ("combined", top_p_before_top_k),
         ("combined", lambda x, p: ref_sampled(x, p.with_changes(top_k=0), check_margins=False)),
     ],

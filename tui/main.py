@@ -1,63 +1,26 @@
 """The `logitscope` console script.
 
-``logitscope [--model SPEC] [--config PATH] [--trust-remote-code] [--gguf-threads N]`` opens the TUI;
-``logitscope run ...`` and ``logitscope bench ...`` are the headless engine CLI (imported only
-when asked for, so the TUI starts without it). ``--fake-engine`` (or LOGITSCOPE_FAKE_ENGINE=1),
-hidden from --help, swaps the model for the scripted test double: the tmux test and screenshots
-use it so they need no weights.
+``logitscope [--model SPEC] [--config PATH] [--trust-remote-code] [--gguf-threads N]`` opens the TUI
+(`tui.app`); ``logitscope run|list|export|import ...`` are the headless commands (`tui.headless`),
+``logitscope convert FILE.gguf DIR`` writes a GGUF file as an MLX folder (`tui.headless.convert`)
+and ``logitscope bench ...`` the benchmark (`tui.bench`), each imported only when asked for, so
+the TUI starts without them. Every front end gets its engine from `engine.factory.build_engine`.
+``--fake-engine`` (or LOGITSCOPE_FAKE_ENGINE=1), hidden from --help, swaps the model for the
+scripted test double: the tmux test and screenshots use it so they need no weights.
 """
 
 from __future__ import annotations
 
-import argparse
-import gc
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
+
+from tui.cli_parser import UsageError
+from tui.launch import _parser, _use_fake, build_app, parse_args  # noqa: F401 - _parser, _use_fake: tested here
+from tui.splash import paint_splash
 
 if TYPE_CHECKING:
     from tui.app.application import LogitscopeApp
-
-HEADLESS_COMMANDS = ("run", "bench")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="logitscope",
-        description="Chat with a local language model and see each token's top candidates.",
-        epilog="Headless: 'logitscope run --help' and 'logitscope bench --help'. "
-               "The conversation library: 'logitscope list', 'export ID --format md|json', 'import FILE'.",
-    )
-    parser.add_argument("--model", metavar="SPEC", help="local model folder, Hugging Face repo id, .gguf file "
-                        "(or owner/repo/file.gguf), or 'demo'")
-    parser.add_argument("--config", metavar="PATH", type=Path, help="config file (default: the XDG one)")
-    parser.add_argument("--trust-remote-code", action="store_true", default=None,
-                        help="allow model code from the repo (only for repos you trust)")
-    parser.add_argument("--server", metavar="URL", help="an OpenAI-compatible server (mlx_lm.server, vLLM, "
-                        "llama.cpp) instead of MLX here; --model then names its model")
-    parser.add_argument("--tokenizer", metavar="SPEC", help="the server's model's tokenizer, for token-id prompts")
-    parser.add_argument("--gguf-threads", metavar="N", help="llama.cpp's threads for GGUF files "
-                        "(0 = automatic; default: [model] gguf_threads)")
-    parser.add_argument("--fake-engine", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--version", action="store_true",
-                        help="print the versions and which BLAS MLX would use here (and why), then exit")
-    return parser
-
-
-def _use_fake(args: argparse.Namespace) -> bool:
-    return bool(args.fake_engine) or os.environ.get("LOGITSCOPE_FAKE_ENGINE", "") not in ("", "0")
-
-
-def tune_gc_for_streaming() -> None:
-    """Collect garbage less often while the app runs.
-
-    A stream allocates many small objects; with the default thresholds full collections ran
-    every few seconds and took 100-230 ms, a visible stall of a key press. Measured with
-    `python -m tui.bench.probe_app stream`: worst key-to-screen 153-183 ms -> 22-33 ms.
-    """
-    gc.set_threshold(10_000, 10, 10)
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
@@ -66,39 +29,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tui.headless.library import main as library_main
 
         return library_main(argv)
-    if argv and argv[0] in HEADLESS_COMMANDS:
-        from tui.headless import main as engine_main
+    if argv[:1] == ["convert"]:  # a GGUF file as an MLX folder
+        from tui.headless.convert import main as convert_main
 
-        return engine_main(argv)
-    args = _parser().parse_args(argv)
+        return convert_main(argv)
+    if argv[:1] == ["bench"]:
+        from tui.bench import main as bench_main
+
+        return bench_main(argv[1:])
+    if argv[:1] == ["run"]:
+        from tui.headless import main as run_main
+
+        return run_main(argv)
+    try:
+        args = parse_args(argv)
+    except UsageError as error:
+        return _usage_failed(error)
     if args.version:  # the engine's own report: the TUI may not look inside the engine
         from tui.headless import version
 
         return version.main()
-    from engine.core.settings import load_config, parse_gguf_threads
-    from tui.app.application import LogitscopeApp
+    leave = paint_splash(sys.stdout, args.model or "the configured model") if sys.stdout.isatty() else None
 
-    try:
-        threads = None if args.gguf_threads is None else parse_gguf_threads(args.gguf_threads)
-    except ValueError as error:
-        print(f"logitscope: {error}", file=sys.stderr)
-        return 2
-    loaded = load_config(args.config, explicit=args.config is not None)
-    from engine.core.api import EngineError
-    from engine.factory import EngineChoice, build_engine
+    def refuse(line: str) -> None:
+        """A bad flag: off the splash first, so the line stays on the user's screen."""
+        if leave is not None:
+            leave()
+        print(f"logitscope: {line}", file=sys.stderr)
+    app = build_app(args, refuse)
+    if isinstance(app, int):
+        return app
+    from tui.app.application import tune_gc_for_streaming
 
-    choice = EngineChoice(server=args.server or None, tokenizer=args.tokenizer, gguf_threads=threads,
-                          scripted=_use_fake(args),
-                          scripted_delay_s=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")))
-    try:
-        engine = build_engine(loaded.config, choice)
-    except EngineError as error:
-        print(f"logitscope: {error}", file=sys.stderr)
-        return 2
-    app = LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)
     tune_gc_for_streaming()
     app.run()
     return after_exit(app)
+
+
+def _usage_failed(error: UsageError) -> int:
+    """A bad command line: one line on stderr (control characters made visible, long values cut)."""
+    from engine.core.text import printable, shortened
+
+    print(shortened("logitscope: " + printable(" ".join(str(error).split()))), file=sys.stderr)
+    return 2
 
 
 def after_exit(app: "LogitscopeApp") -> int:

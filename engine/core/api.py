@@ -35,20 +35,23 @@ boundaries instead of reading the history again.
 
 For every generated token the engine computes, from the model's logits at that position:
 
-- **raw distribution** ``p_raw``: ``softmax(logits after penalties)`` at temperature 1, before any
-  filter. ``logprob`` values are ``log p_raw`` (natural log). Penalties (repetition, presence,
-  frequency) are part of "raw" because they change what the model is asked to predict.
+- **raw distribution** ``p_raw``: ``softmax(logits after the modifiers)`` at temperature 1, before
+  any filter. ``logprob`` values are ``log p_raw`` (natural log). The modifiers (logit bias,
+  repetition/presence/frequency penalties, DRY) are part of "raw" because they change what the
+  model is asked to predict.
 - **sampled distribution** ``p_sampled``: the distribution the token was actually drawn from:
-  ``p_raw`` with temperature applied, then top-k, top-p and min-p filters, renormalised. Tokens
-  a filter removed have ``sampled_prob == 0``. At temperature 0 (greedy) it is 1 for the argmax
-  and 0 for every other token.
+  ``p_raw`` through the filters and the temperature in the chain's order (`SamplingParams.samplers`),
+  renormalised. Tokens a filter removed have ``sampled_prob == 0``. At temperature 0 (greedy) it
+  is 1 for the argmax and 0 for every other token.
 - **rank** of the chosen token: 1 + the number of tokens whose raw logprob is strictly greater
   (rank 1 = the model's favourite).
 - **entropy**: ``-sum(p_raw * log p_raw)`` over the whole vocabulary, in nats.
 - **candidates**: the top-N tokens by raw logprob, best first (N = ``SamplingParams.candidates``;
   0 turns them off).
 
-The sampling chain, in order: penalties -> temperature -> top-k -> top-p -> min-p -> draw.
+The sampling chain: logit bias, then the stages in `SamplingParams.samplers` order (llama.cpp's by
+default: penalties, DRY, top-nσ, top-k, typical-p, top-p, min-p, XTC, temperature), then the draw;
+mirostat v2 replaces the filters and the draw (docs/sampling.md).
 
 ## What a remote engine cannot know (None)
 
@@ -74,6 +77,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import AsyncGenerator, Literal, Protocol, Sequence, runtime_checkable
 
 from engine.core.text import typed_value
+from engine.core import params as _param_table
 
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -101,11 +105,35 @@ class SamplingParams:
     seed: int | None = None  # None = a fresh random seed per turn
     max_tokens: int = 512
     candidates: int = 10  # top-N alternatives per token; 0 = off
+    # The samplers beyond the classic ones, with llama.cpp's names and defaults (`engine.core.params`).
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias); a bias of -100 bans the token
+    dry_multiplier: float = 0.0  # 0 = off
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = 64  # -1 = the whole conversation
+    dry_sequence_breakers: tuple[str, ...] = ("\n", ":", "\"", "*")
+    top_n_sigma: float = 0.0  # 0 = off
+    typical_p: float = 1.0  # 1 = off
+    xtc_probability: float = 0.0  # 0 = off
+    xtc_threshold: float = 0.1  # above 0.5: off
+    dynatemp_range: float = 0.0  # 0 = off
+    dynatemp_exponent: float = 1.0
+    mirostat: int = 0  # 0 = off, 2 = mirostat v2 (replaces the filters and the draw)
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
+    samplers: tuple[str, ...] = _param_table.LLAMA_CPP_ORDER  # the chain's order (llama.cpp's names)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "seed" and value is None:
+                continue
+            check = _param_table.BY_NAME[f.name].check
+            if check is not None:  # list-valued: its own rules, stored as tuples (hashable, frozen)
+                try:
+                    object.__setattr__(self, f.name, check(value))
+                except ValueError as error:
+                    raise ParamError(f"{f.name} {error}") from None
                 continue
             low, high, kind = PARAM_LIMITS[f.name]
             if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
@@ -117,6 +145,8 @@ class SamplingParams:
                     raise ParamError(f"{f.name} must be a finite number, got {_short(value)}")
             if not low <= value <= high:
                 raise ParamError(f"{f.name} must be between {low} and {high}, got {_short(value)}")
+        if self.mirostat == 1:
+            raise ParamError("mirostat 1 is not offered: 2 is mirostat v2, 0 is off")
 
     def with_changes(self, **changes: object) -> "SamplingParams":
         """A validated copy with some fields changed (raises `ParamError` on a bad value)."""
@@ -126,20 +156,8 @@ class SamplingParams:
 _short = typed_value  # engine.core.text: the one shortener of typed values
 
 
-# name -> (lowest, highest, type). The single source of truth for validation, the CLI and the TUI.
-PARAM_LIMITS: dict[str, tuple[float, float, type]] = {
-    "temperature": (0.0, 5.0, float),
-    "top_k": (0, 1_000_000, int),
-    "top_p": (0.0, 1.0, float),
-    "min_p": (0.0, 1.0, float),
-    "repetition_penalty": (0.5, 3.0, float),
-    "repetition_context_size": (0, 1_000_000, int),
-    "presence_penalty": (-5.0, 5.0, float),
-    "frequency_penalty": (-5.0, 5.0, float),
-    "seed": (0, 2**63 - 1, int),
-    "max_tokens": (1, 1_000_000, int),
-    "candidates": (0, 100, int),
-}
+# name -> (lowest, highest, type), derived from the one table (`engine.core.params`).
+PARAM_LIMITS: dict[str, tuple[float, float, type]] = _param_table.limits()
 
 
 @dataclass(frozen=True)
@@ -343,6 +361,8 @@ class ModelInfo:
     blas_problem: str = ""  # why the fast BLAS could not be loaded (the missing library, its install command)
     supports_thinking: bool = False  # the chat template has a thinking switch (`GenerateRequest.thinking`)
     abilities: Abilities = Abilities()  # what the engine can do with this model
+    opens_thinking: bool = False  # the generation prompt ends inside <think>: replies think from token 0
+    drops_past_thinking: bool = False  # the template leaves earlier replies' thinking out of the history
 
 
 class EngineError(Exception):

@@ -7,26 +7,36 @@ are the only ones; a step that would leave them clamps, a typed value outside th
 from __future__ import annotations
 
 from engine.core.api import PARAM_LIMITS, ParamError, SamplingParams
+from engine.core.params import BY_NAME, ORDERS, PARAMS, is_on, off_values, order_name, panel_params
 
-# The parameters the panel shows, in order, with a short label.
-PANEL_PARAMS: tuple[tuple[str, str], ...] = (
-    ("temperature", "temperature"),
-    ("top_p", "top-p"),
-    ("top_k", "top-k"),
-    ("min_p", "min-p"),
-    ("repetition_penalty", "rep. penalty"),
-    ("max_tokens", "max tokens"),
-    ("candidates", "candidates"),
-    ("seed", "seed"),
-)
+# The parameters the panel shows, in order, with a short label (from the one table).
+PANEL_PARAMS: tuple[tuple[str, str], ...] = panel_params()
+# Every parameter a person may set (the palette's "Set ..."), with its label.
+ALL_PARAMS: tuple[tuple[str, str], ...] = tuple((p.name, p.label) for p in PARAMS)
+LABELS: dict[str, str] = dict(ALL_PARAMS)
+_OFF = off_values()
 
-# Fine linear steps for floats; ladders for ints whose useful values span orders of magnitude.
-_FLOAT_STEPS = {"temperature": 0.1, "top_p": 0.05, "min_p": 0.01, "repetition_penalty": 0.05}
-_LADDERS = {
-    "top_k": (0, 1, 2, 3, 5, 10, 20, 40, 50, 100, 200, 500, 1000),
-    "max_tokens": (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
-    "candidates": tuple(range(0, 21)),
-}
+
+def visible_params(params: SamplingParams) -> tuple[tuple[str, str], ...]:
+    """The panel's rows for these values: the usual ones, then every other stage while it is on
+    (so what the chain does is always in sight), its companions (DRY base, XTC threshold, ...) with it."""
+    extra = []
+    for p in PARAMS:
+        if p.panel or p.name in ("samplers", "logit_bias", "dry_sequence_breakers"):
+            continue
+        lead = _COMPANION_OF.get(p.name, p.name)
+        if p.name in _ALWAYS_WITH_PENALTIES or (BY_NAME[lead].off is not None and is_on(BY_NAME[lead], getattr(params, lead))):
+            if p.name in _ALWAYS_WITH_PENALTIES and params.repetition_penalty == 1.0 and not (
+                    params.presence_penalty or params.frequency_penalty):
+                continue
+            extra.append((p.name, p.label))
+    return PANEL_PARAMS + tuple(extra)
+
+
+_ALWAYS_WITH_PENALTIES = ("repetition_context_size",)  # the penalties' window: shown while a penalty is on
+_COMPANION_OF = {"dry_base": "dry_multiplier", "dry_allowed_length": "dry_multiplier",
+                 "dry_penalty_last_n": "dry_multiplier", "xtc_threshold": "xtc_probability",
+                 "dynatemp_exponent": "dynatemp_range", "mirostat_tau": "mirostat", "mirostat_eta": "mirostat"}
 
 
 def _ladder_step(ladder: tuple[int, ...], value: int, direction: int) -> int:
@@ -39,15 +49,23 @@ def _ladder_step(ladder: tuple[int, ...], value: int, direction: int) -> int:
 def step_param(params: SamplingParams, name: str, direction: int) -> SamplingParams:
     """`params` with `name` moved one step up (direction > 0) or down, clamped to its limits."""
     value = getattr(params, name)
-    low, high, _ = PARAM_LIMITS[name]
+    low, high, kind = PARAM_LIMITS[name]
+    if name == "samplers":  # the order steps through its presets
+        names = list(ORDERS)
+        at = names.index(order_name(value)) if order_name(value) in names else 0
+        return params.with_changes(samplers=ORDERS[names[min(len(names) - 1, max(0, at + direction))]])
+    if kind is tuple:
+        return params  # a list is typed, not stepped
     if name == "seed":
         new: object = (0 if direction > 0 else None) if value is None else value + direction
         if isinstance(new, int) and new < 0:
             new = None  # below 0 means "a fresh random seed each turn"
-    elif name in _LADDERS:
-        new = _ladder_step(_LADDERS[name], value, direction)
+    elif (ladder := BY_NAME[name].ladder) is not None:
+        new = _ladder_step(ladder, value, direction)
     else:
-        new = round(min(high, max(low, value + direction * _FLOAT_STEPS[name])), 4)
+        step = BY_NAME[name].step
+        assert step is not None, f"{name} has neither a step nor a ladder in engine.core.params"
+        new = round(min(high, max(low, value + direction * step)), 4)
     return params.with_changes(**{name: new})
 
 
@@ -55,6 +73,12 @@ def parse_param(params: SamplingParams, name: str, text: str) -> SamplingParams:
     """`params` with `name` set from what the user typed; raises `ParamError` (one line)."""
     text = text.strip()
     _, _, kind = PARAM_LIMITS[name]
+    parse = BY_NAME[name].parse
+    if parse is not None:  # list-valued: the table's own parser
+        try:
+            return params.with_changes(**{name: parse(text)})
+        except ValueError as error:
+            raise ParamError(f"{name} {error}") from None
     if name == "seed" and text.lower() in ("", "none", "random", "-1"):
         return params.with_changes(seed=None)
     try:
@@ -68,11 +92,41 @@ def parse_param(params: SamplingParams, name: str, text: str) -> SamplingParams:
 def format_param(params: SamplingParams, name: str) -> str:
     """The value as the panel shows it (with what 'off' means where it applies)."""
     value = getattr(params, name)
-    off = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
+    show = BY_NAME[name].show
+    if show is not None:
+        return show(value)
     if name == "seed" and value is None:
         return "random"
     text = f"{value:.2f}" if isinstance(value, float) else str(value)
-    return f"{text} (off)" if name in off and value == off[name] else text
+    return f"{text} (off)" if name in _OFF and value == _OFF[name] else text
+
+
+def bias_step(params: SamplingParams, token: int, step: float | None) -> SamplingParams:
+    """`params` with `token`'s logit bias moved by `step` (clamped to -100..100; 0 drops it from
+    the list), or with `step` None banned (-100), a banned token unbanned."""
+    biases = dict(params.logit_bias)
+    current = biases.get(token, 0.0)
+    if step is None:
+        value = 0.0 if current <= -100.0 else -100.0
+    else:
+        value = min(100.0, max(-100.0, current + step))
+    if value == 0.0:
+        biases.pop(token, None)
+    else:
+        biases[token] = value
+    return params.with_changes(logit_bias=tuple(biases.items()))
+
+
+def typed_value(params: SamplingParams, name: str) -> str:
+    """The value as the "Set ..." dialog starts with it (what `parse_param` reads back)."""
+    value = getattr(params, name)
+    if name == "samplers":
+        return order_name(value)
+    if name == "logit_bias":
+        return ", ".join(f"{t}={'ban' if b <= -100 else f'{b:g}'}" for t, b in value)
+    if name == "dry_sequence_breakers":
+        return ", ".join(v.replace("\\", "\\\\").replace("\n", "\\n").replace(",", "\\,") for v in value)
+    return "" if value is None else str(value)
 
 
 def apply_preset(params: SamplingParams, preset: dict[str, int | float | None]) -> SamplingParams:

@@ -9,8 +9,9 @@ there (``␛]52;c;aGk=␇``) instead of having it done to them.
 
 It is also the one place a user-facing line is shortened: `shortened` (a long text, its middle
 cut with a count), `clipped` (a value echoed in a message: its start and end), `error_line` (an
-exception as one status-bar line) and `typed_value` (a bad input as the user typed it). Both front
-ends and every engine use these, so one bad input is one readable line everywhere.
+exception as one status-bar line), `typed_value` (a bad input as the user typed it) and
+`title_line` (a chat's title where chats are listed). The cutting itself is `shortened`'s alone.
+Both front ends and every engine use these, so one bad input is one readable line everywhere.
 """
 
 from __future__ import annotations
@@ -49,11 +50,18 @@ def printable_json(dumped: str) -> str:
     return dumped.translate(_JSON_ESCAPES)
 
 
-def shortened(text: str, limit: int = 500) -> str:
-    """`text` cut to `limit` characters in the middle, keeping its start and its end: a message
-    that echoes a value (a 20 MB [model] default, a pasted megabyte) stays readable."""
+def shortened(text: str, limit: int = 500, *, say_cut: bool = True) -> str:
+    """`text` in at most `limit` characters: the one way logitscope shortens text it shows.
+
+    With `say_cut` (messages that echo a value: a 20 MB [model] default, a pasted megabyte) it is
+    cut in the middle, keeping its start and its end, and says how much went. Without (a title,
+    a preview in a list row) it keeps the start and ends with "…", as it does for any `limit`
+    too small to hold the note.
+    """
     if len(text) <= limit:
         return text
+    if not say_cut or limit < 80:
+        return text[: max(limit - 1, 0)] + "…"
     marker = f" … ({len(text) - limit + 40:,} characters cut) … "
     tail = limit // 5
     return text[: limit - tail - len(marker)] + marker + text[-tail:]
@@ -67,10 +75,22 @@ def clipped(value: str, limit: int = 120) -> str:
 def error_line(error: BaseException, limit: int = 240) -> str:
     """The first line of an exception's message, shortened: what a user can read in a status bar."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shortened(text, limit, say_cut=False)
 
 
 def typed_value(value: object, limit: int = 24) -> str:
     """A value as the user typed it (its repr), cut short so one bad input stays one readable line."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+TITLE_CHARS: Final = 80  # a chat's title where chats are listed (the library, `logitscope list`)
+
+
+def title_line(text: str, limit: int = TITLE_CHARS) -> str:
+    """A title (or any text shown as one row of a list) on one line of at most `limit` characters:
+    runs of whitespace, newlines too, become one space. A title can be anything a user typed or
+    a file held (a rename, an import): a 10 MB one was listed whole, on one line."""
+    head = text[: limit * 4 + 4]  # enough to fill the line however much whitespace collapses
+    line = " ".join(head.split())
+    return shortened(line + " …" if len(head) < len(text) else line, limit, say_cut=False)

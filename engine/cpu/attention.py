@@ -4,7 +4,7 @@
 Why: on the CPU, MLX's fused attention falls back to matmul + softmax, and the Linux wheel's
 softmax computes every exponential with scalar code and library `fma` calls (~15 ns each). A
 prefill of N new tokens over L cached positions needs heads x N x L of them: a 50-token follow-up
-over 1,000 cached tokens spent two thirds of its prefill there (BENCHMARKS.md). Here the scores
+over 1,000 cached tokens spent two thirds of its prefill there (docs/benchmarks-history.md). Here the scores
 come from the same BLAS matmul, and the exponential is a compiled polynomial made only of
 multiply-adds and integer shifts (`engine.cpu.fastmath`), with no library calls: ~4x
 cheaper, and accurate to ~3e-7 relative (MLX's own exp: ~2e-6). Queries are processed in blocks whose scores stay in the
@@ -12,7 +12,7 @@ L2 cache (the per-score cost triples once they do not), and a causal block only 
 its queries can see, which halves the work of a fresh prompt. Where `engine.cpu.native` builds, the
 softmax of each block (mask, maximum, exponentials, sum, scaling) is one vectorized C pass
 instead: a 1,079-token prompt of the 2M bench model got its first token in 125 ms instead of
-313 (BENCHMARKS.md, section 0).
+313 (docs/benchmarks-history.md, section 0).
 
 How it is wired (`engine.cpu.routing`): mlx-lm's model modules call the
 `scaled_dot_product_attention` they imported from `mlx_lm.models.base`; on the engine thread,

@@ -198,6 +198,53 @@ def enable_fast_blas(enabled: bool = True, threads: int | None = None) -> BlasIn
     return BlasInfo(False, _not_found_reason(failures), problem=True)
 
 
+# OpenBLAS targets whose kernels use AVX-512: a build for one of these alone (no DYNAMIC_ARCH)
+# dies of SIGILL on the first small sgemm of a CPU without it.
+_AVX512_TARGETS = ("SKYLAKEX", "COOPERLAKE", "SAPPHIRERAPIDS", "ZEN4", "ZEN5")
+
+
+def unrunnable_build(config: str, flags: frozenset[str]) -> str | None:
+    """Why an OpenBLAS build (its ``openblas_get_config()`` line) cannot run on a CPU with these
+    instruction-set `flags`, or None when it can (or we cannot tell).
+
+    Why: a DYNAMIC_ARCH build picks kernels the CPU has at load; a build for one target does
+    not. cmeel-openblas 0.3.31's Linux wheel is built for SKYLAKEX only, so on a CPU without
+    AVX-512 (a cloud AMD EPYC reporting avx2 but no avx512f) every engine load died of SIGILL in
+    its small-matrix sgemm kernel. Such a build is skipped and the next library serves MLX.
+    """
+    words = config.upper().split()
+    if "DYNAMIC_ARCH" in words or not flags:
+        return None
+    target = next((w for w in words if w in _AVX512_TARGETS), None)
+    if target is not None and "avx512f" not in flags:
+        return f"built for {target} only (AVX-512), which this CPU does not have"
+    return None
+
+
+def _build_config(lib: ctypes.CDLL, prefix: str) -> str:
+    """The library's own description of its build ("OpenBLAS 0.3.31 NO_AFFINITY SKYLAKEX ..."),
+    "" when it has none."""
+    getter = getattr(lib, f"{prefix}openblas_get_config", None) or getattr(lib, "openblas_get_config", None)
+    if getter is None:
+        return ""
+    getter.restype = ctypes.c_char_p
+    getter.argtypes = []
+    value = getter()
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else ""
+
+
+def _cpu_flags() -> frozenset[str]:
+    """The instruction-set flags Linux reports for this machine's first CPU ({} elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def _late_call_info() -> BlasInfo:
     """MLX is already loaded: report whether an earlier call got there in time."""
     forwarded = forwarded_cblas_path()
@@ -222,6 +269,10 @@ def _try_load(path: str, threads: int, failures: list[str]) -> BlasInfo | None:
     prefix = next((p for p in _PREFIXES if hasattr(local, p + "cblas_sgemm")), None)
     if prefix is None:
         failures.append(f"{path}: no cblas_sgemm or scipy_cblas_sgemm symbol (a 64-bit-integer or renamed build)")
+        return None
+    why_not = unrunnable_build(_build_config(local, prefix), _cpu_flags())
+    if why_not is not None:
+        failures.append(f"{path}: {why_not}")
         return None
     forwarding = gemv_forward.install(local, prefix=prefix)
     if prefix:

@@ -13,13 +13,16 @@ it, and both renamed into place (a concurrent process sees all of it or none); a
 only when it and its record belong to this user, no one else may write them and the hash matches,
 else it is rebuilt. A planted, truncated or half-written file is therefore replaced, never run.
 The compiler runs in its own process group, killed with its children after a timeout, and start-up
-waits for it a few seconds at most: a slower build finishes in the background for the next start.
+waits for builds `STARTUP_WAIT_S` in all, however many there are (`WaitBudget`: three libraries
+each waiting their own 2 s made a hanging compiler cost 6 s): a slower build finishes in the
+background for the next start.
 Every failure is a one-line OSError that the callers turn into "off: <reason>".
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -38,6 +41,33 @@ from engine.core.settings.paths import cache_dir
 
 COMPILE_TIMEOUT_S = 60.0
 STARTUP_WAIT_S = 2.0  # the longest a load waits for a build before going on without it (~0.2 s normally)
+
+
+class WaitBudget:
+    """How long this process may still wait for builds, shared by every `load`: the first waits
+    up to `STARTUP_WAIT_S` (read at first use), the next only for what the earlier ones left.
+    A compiler that never answers thus costs start-up one wait, not one per library."""
+
+    def __init__(self) -> None:
+        self._left: float | None = None
+        self._lock = threading.Lock()
+
+    def wait(self, job: threading.Thread) -> None:
+        """Join `job` for at most what is left, and charge the time waited."""
+        with self._lock:
+            if self._left is None:
+                self._left = STARTUP_WAIT_S
+            left = self._left
+        started = time.monotonic()
+        job.join(max(left, 0.0))
+        with self._lock:
+            self._left = max(0.0, (self._left or 0.0) - (time.monotonic() - started))
+
+
+@functools.cache
+def process_budget() -> WaitBudget:
+    """The budget of this process's start-up waits."""
+    return WaitBudget()
 
 
 class StillBuilding(OSError):
@@ -205,28 +235,108 @@ class _Build(threading.Thread):
 
 
 def load(recipe: Recipe, folder: Path, *, mode: int = ctypes.RTLD_LOCAL, wait: float | None = None,
-         cc: str | None = None) -> ctypes.CDLL:
+         cc: str | None = None, budget: WaitBudget | None = None) -> ctypes.CDLL:
     """The recipe's library, opened with `mode` once verified and found to export every symbol.
 
-    Waits at most `wait` seconds (`STARTUP_WAIT_S` by default) for a build; after that the build
-    goes on in the background (raising `StillBuilding`) and a later load uses it. The library is
-    opened locally first, so one lacking a symbol never enters the global scope: its files are
+    Waits at most `wait` seconds for a build, or by default what is left of `budget` (the
+    process's, `process_budget`); after that the build goes on in the background (raising
+    `StillBuilding`) and a later load uses it. The library is opened locally first, so one
+    lacking a symbol never enters the global scope: its files are
     removed and it is rebuilt for the next start (this process cannot open the new one: the
-    loader keeps the old one under that name). Raises OSError (one line).
+    loader keeps the old one under that name). A library the loader refuses is rebuilt the same
+    way, and one that killed the process opening it is rebuilt before it is opened again
+    (`_LoadMarker`). Raises OSError (one line).
     """
+    try:
+        _LoadMarker(library_path(recipe.source, recipe.flags, folder)).after_a_crash()
+    except OSError:
+        pass  # no folder yet, or not ours: `build` says so in its own words
+    built = _verified_build(recipe, folder) or _wait_for_build(recipe, folder, cc, wait, budget)
+    try:
+        with _LoadMarker(built):
+            library = ctypes.CDLL(str(built), mode=ctypes.RTLD_LOCAL)
+    except OSError as exc:
+        discard(built)
+        _Build(recipe, folder, cc)
+        reason = " ".join(str(exc).split())[:160]
+        raise OSError(f"{built.name} could not be loaded ({reason}); rebuilding it for the next start") from None
+    missing = next((name for name in recipe.symbols if not hasattr(library, name)), None)
+    if missing is not None:
+        discard(built)
+        _Build(recipe, folder, cc)
+        raise OSError(f"{built.name} lacked {missing}; rebuilding it for the next start")
+    return ctypes.CDLL(str(built), mode=mode) if mode != ctypes.RTLD_LOCAL else library
+
+
+def _verified_build(recipe: Recipe, folder: Path) -> Path | None:
+    """The recipe's build when one is there and verified: found here, it costs no wait from the
+    budget (a spent budget must not keep a finished build off)."""
+    try:
+        target = library_path(recipe.source, recipe.flags, private_folder(folder))
+    except OSError:
+        return None  # the build reports it, in one line
+    return target if verified(target) else None
+
+
+def _wait_for_build(recipe: Recipe, folder: Path, cc: str | None, wait: float | None,
+                    budget: WaitBudget | None) -> Path:
+    """Build on a thread; wait `wait` seconds, or what the budget has left. Raises OSError."""
     job = _Build(recipe, folder, cc)
-    job.join(STARTUP_WAIT_S if wait is None else wait)
+    if wait is None:
+        (budget or process_budget()).wait(job)
+    else:
+        job.join(wait)
     if job.is_alive():
         raise StillBuilding(f"{recipe.source.name} is still building in the background")
     if job.error is not None or job.result is None:
         raise job.error or OSError(f"could not build {recipe.source.name}")
-    library = ctypes.CDLL(str(job.result), mode=ctypes.RTLD_LOCAL)
-    missing = next((name for name in recipe.symbols if not hasattr(library, name)), None)
-    if missing is not None:
-        discard(job.result)
-        _Build(recipe, folder, cc)
-        raise OSError(f"{job.result.name} lacked {missing}; rebuilding it for the next start")
-    return ctypes.CDLL(str(job.result), mode=mode) if mode != ctypes.RTLD_LOCAL else library
+    return job.result
+
+
+class _LoadMarker:
+    """A file beside a library that exists exactly while a process is opening it (its pid inside).
+
+    Why: the hash proves a build is the one we recorded, not that it loads. A library truncated
+    after its record was rewritten to match (a disk fault, a careless copy) is mapped past its
+    end by ``dlopen``, and the process dies of SIGBUS before Python can catch anything, at every
+    start. Found at the next start with its process gone, the marker says the last load crashed:
+    the build is thrown away and made again, so a crash at load happens once, never twice.
+    """
+
+    def __init__(self, library: Path) -> None:
+        self.path = library.with_name(library.name + ".loading")
+        self.library = library
+
+    def after_a_crash(self) -> None:
+        """Discard the build if a process died while opening it (its marker outlived it)."""
+        try:
+            pid = int(self.path.read_text(encoding="ascii").strip() or "0")
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            pid = 0
+        if pid > 0 and pid != os.getpid() and _alive(pid):
+            return  # another process is opening it right now
+        discard(self.library)
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> "_LoadMarker":
+        self.path.write_text(f"{os.getpid()}\n", encoding="ascii")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` exists (one of another user counts: it exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def discard(library: Path) -> None:

@@ -2,24 +2,21 @@
 
 Why measure: whether a float32 copy pays depends on the layer's shape, the BLAS, the cache sizes
 and the model's size next to the process (`engine.cpu.densechoice` says how the choice is made).
-Measured on the 30M shape (2 shared cores): MLX's quantized mat-vec took 0.29 ms on a 1152x384
-layer against 0.036 ms for BLAS on the float32 copy, 0.10 against 0.015 ms on 384x384, and 8.1
-against 1.1 ms on the 32000x384 tied head; a whole decode step went 14.2 -> 7.0 ms with every
-copy used. The fixed rule this replaces kept copies within 1/8 of RAM and used them for decoding
-only from 2^19 weights up, so the 30M model held every copy and decoded its 56 small layers on the
-slow kernel anyway (at 0.57x the float32 twin's speed, for 1.03x its memory).
+On a CPU, MLX's quantized mat-vec is several times slower than BLAS on a float32 copy, small
+layers included, but every copy costs memory. A fixed rule (copies within a share of RAM, used
+for decoding only above a size) got both wrong on small models: it held every copy and still
+decoded the small layers on the slow kernel, slower than the float32 twin for more memory. The
+numbers behind this are in docs/benchmarks-history.md (round 7 and the notes at its end).
 
 What is measured, once per load (`plan_dense_copies`, from `CpuLayer.after_load`): a one-token
 forward pass with every layer packed (the step; sampling is not in it, which favours copies a
 little), and per distinct layer shape one mat-vec each way, interleaved, the fastest of a few
-(~0.3 s in all for a 30M model, ~1.4 s for a 0.5B one on a busy machine, most of it the step
-and the head). The choice follows the machine: the Qwen2.5-0.5B shape kept every copy (the step
-~5x faster for ~4x the resident memory) and decoded at 14 tok/s in 2.4 GB, but on a busy
-machine, where OpenBLAS's second thread was descheduled mid-call (a 17 MB mat-vec took 9 ms
-instead of 0.4), it kept none (3-4 tok/s in 0.74 GB). It is not cancellable: a command waiting
-(a draft being typed is one) would otherwise leave the model without a choice for its whole
-session; the unpacking that follows is (`keep_unpacked_weights`), and what it leaves undone is
-filled by the first call that needs it. Results never change: a copy is exactly MLX's
+(a fraction of a second for a small model, about a second for a 0.5B one; most of it the step
+and the head). The choice follows the machine as it is at load: on a busy one, where OpenBLAS's
+threads are descheduled mid-call, the same model may keep no copy at all. It is not
+cancellable: a command waiting (a draft being typed is one) would otherwise leave the model
+without a choice for its whole session; the unpacking that follows is (`keep_unpacked_weights`),
+and what it leaves undone is filled by the first call that needs it. Results never change: a copy is exactly MLX's
 dequantize (`engine.cpu.unpacked`).
 """
 
@@ -39,8 +36,8 @@ from engine.cpu.unpacked import (_DenseHeadEmbedding, _PrefillDequantizedLinear,
 
 ROUNDS = 5  # timed runs per shape and way at most (after one warm-up); the fastest counts
 ENOUGH_S = 0.05  # fewer rounds once a shape has taken this long, but never fewer than MIN_ROUNDS:
-MIN_ROUNDS = 3  # one round of the 0.5B head (~0.1 s) let a single hiccup drop its copy (7 tok/s, not 14)
-STEP_ENOUGH_S = 0.06  # the same for the step, measured twice when shorter (30M: ~3 rounds of ~20 ms)
+MIN_ROUNDS = 3  # with fewer, a single hiccup during a big layer's one round (the 0.5B head) dropped its copy
+STEP_ENOUGH_S = 0.06  # the same for the step, which is measured twice when shorter (a small model's)
 MEASURE_MAX_BYTES = 64 << 20  # a bigger layer's float32 side is timed on a slice of its rows, scaled
 BATCH_CALLS, BATCH_BYTES = 8, 32 << 20  # small layers: several calls per evaluation, as in a step
 MEMORY_SHARE = 2  # kept copies may take at most 1/MEMORY_SHARE of the memory available now
@@ -132,8 +129,8 @@ def time_layer(layer: Any, rounds: int = ROUNDS) -> tuple[float, float]:
     The float32 side of a layer over `MEASURE_MAX_BYTES` is timed on its first rows and scaled
     by the row count (a mat-vec that size is memory-bound, so linear in the rows). A small layer
     is timed over several calls in one evaluation, as a decode step chains them: one call per
-    evaluation adds MLX's and OpenBLAS's start-up to each (4864x896: 0.29 ms a call alone, 0.12
-    ms in eights).
+    evaluation adds MLX's and OpenBLAS's start-up to each, which would overstate a small layer's
+    time by a large factor.
     """
     weight, scales, biases = layer["weight"], layer["scales"], layer["biases"]
     rows = int(weight.shape[0])
@@ -163,9 +160,9 @@ def _fastest_s(runs: tuple[Callable[[], Any], ...], rounds: int,
     `enough_s` in all); a round runs each once, so a burst of load hits both ways alike.
 
     The fastest, not the median: the choice lasts the whole session, and on a busy machine
-    OpenBLAS's threads are sometimes descheduled mid-call (a 4864x896 mat-vec: median 4.7 ms,
-    fastest 0.19 ms, with another process on the second core); that says nothing about the
-    layer, and medians flipped the 30M model's choice between runs (none, all but the head, all).
+    OpenBLAS's threads are sometimes descheduled mid-call (then a mat-vec's median is many times
+    its fastest); that says nothing about the layer, and medians flipped a small model's choice
+    from run to run.
     """
     mx.eval([run() for run in runs])
     best = [float("inf")] * len(runs)

@@ -4,7 +4,7 @@ Why: MLX's CPU matmul calls ``cblas_sgemm`` for every shape, and a decode step i
 matrix-vector products (one row of activations times each weight matrix; the output head is the
 biggest). OpenBLAS's x86 builds push those through the full gemm driver, which first packs the
 whole weight matrix: 3.6x slower than ``cblas_sgemv`` on a 32,000 x 384 output head with two
-threads, 5.4x with one (BENCHMARKS.md). ``gemv_forward.c`` is a ``cblas_sgemm`` that hands M = 1
+threads, 5.4x with one (docs/benchmarks-history.md). ``gemv_forward.c`` is a ``cblas_sgemm`` that hands M = 1
 and N = 1 calls to ``cblas_sgemv`` and everything else to OpenBLAS's ``cblas_sgemm``; the results
 are the same products, summed in a different order (float32 rounding).
 

@@ -4,7 +4,7 @@ Why: MLX's Linux CPU wheel computes elementwise work one value at a time, and it
 kernels are built without vector instructions. Even with `engine.cpu.fastmath`'s library-free
 exponential, a 128-token prompt of a 30M llama spent ~1.2 ms per layer in SwiGLU (three passes
 split by the float-to-bits views) and most of its attention time in the softmax. ``native.c``
-does the same maths in one vectorized loop each: SwiGLU 1.16 -> 0.17 ms there (BENCHMARKS.md).
+does the same maths in one vectorized loop each: SwiGLU 1.16 -> 0.17 ms there (docs/benchmarks-history.md).
 
 How: the C file is compiled once per machine and verified before every load (`engine.cpu.cbuild`).
 A call evaluates its inputs (MLX is lazy), hands their buffers to C without copying, and wraps the

@@ -9,7 +9,7 @@ weights (row slices), so no memory is added and the parameters are unchanged.
 
 The split only pays when a layer is big enough to outweigh the synchronisation (two events
 per layer): measured as a win on a Qwen2.5-0.5B-shaped model, a loss on ~30M models (see
-BENCHMARKS.md), hence `MIN_SPLIT_OUTPUTS`. Only for the CPU: a GPU is parallel already.
+docs/benchmarks-history.md, section 2), hence `MIN_SPLIT_OUTPUTS`. Only for the CPU: a GPU is parallel already.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Unpacked 4-bit weights on the CPU, for prompts and, where they are kept, for decoding: part of
 the CPU speed layer.
 
-MLX's CPU quantized matmul is a plain loop, fine for decoding one row but ~20x slower than
+MLX's CPU quantized matmul is a plain loop, fine for decoding one row but many times slower than
 OpenBLAS when a prompt chunk brings many rows; above a few rows it is faster to unpack the layer's
 weights to float32 (a compiled, fused unpack) and hand the product to BLAS. A layer may also keep
 its float32 copy: then every call, decoding included, uses it (BLAS gemv beats the quantized
@@ -18,7 +18,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 # Below this many rows (tokens in one forward pass) MLX's quantized mat-vec beats unpacking the
-# weights; measured crossover on a 896x4864 layer is 8-16 rows (BENCHMARKS.md).
+# weights (the crossover was measured at 8-16 rows: docs/benchmarks-history.md).
 DEQUANTIZE_MIN_ROWS = 8
 _UNPACKABLE_BITS = (2, 4, 8)  # widths that tile a uint32 exactly
 
@@ -34,9 +34,9 @@ def enable_dequantized_prefill(model: nn.Module, keep_bytes: int = 0) -> int:
 
     `keep_bytes` marks layers, in model order (the head last), to keep their float32 weights
     while the total stays within it; 0 keeps none. The engine passes 0 and lets
-    `engine.cpu.denseplan` choose by measurement; the budget serves experiments (`tui.bench.worker`).
-    Layers without a kept copy unpack transiently for prompts (~55 ms a pass for a 30M model,
-    ~1.4 s for a 0.5B one, whatever the number of tokens), one layer at a time.
+    `engine.cpu.denseplan` choose by measurement; the budget serves experiments (`engine.bench.worker`).
+    Layers without a kept copy unpack transiently for prompts, one layer at a time: a cost per
+    forward pass that does not shrink with the number of tokens.
     """
     switched = 0
     budget = keep_bytes
@@ -72,8 +72,8 @@ def _tied_quantized_head(model: nn.Module) -> nn.QuantizedEmbedding | None:
 def keep_unpacked_weights(model: nn.Module, should_stop: Callable[[], bool]) -> int:
     """Unpack now, layer by layer, the weights `enable_dequantized_prefill` lets prefill keep.
 
-    Why: the first prefill would otherwise pay for it (on a VM, fresh memory makes that ~2.5x the
-    transient unpacking: 3.75 s instead of 1.4 s for the Qwen2.5-0.5B shape). The engine calls
+    Why: the first prefill would otherwise pay for it, and where fresh memory is slow to fault in
+    (a VM) that costs several times the transient unpacking. The engine calls
     this right after a load, while the user is still typing; `should_stop` is asked between
     layers (a command waiting), and layers not done yet are filled by the first prefill instead.
     Returns how many layers were unpacked.
@@ -117,8 +117,8 @@ class _KeepsUnpacked:
         """Keep `dense` and let go of the packed weights it replaces.
 
         Why: once a layer keeps its copy, every call reads the copy (decoding, prompts, and a tied
-        head's lookups), so the packed words, scales and biases are dead weight: on the 30M shape
-        they made a 4-bit model that kept every copy hold 3% more than its float32 twin. They
+        head's lookups), so the packed words, scales and biases are dead weight: with them a 4-bit
+        model that kept every copy would hold more than its float32 twin. They
         become empty arrays (not zeros), so a reader that should not be there fails loudly. A
         lazy `dense` still holds the packed arrays it is computed from until it is evaluated.
         """
@@ -141,7 +141,7 @@ class _KeepsUnpacked:
         """``x @ dense.T`` in x's dtype: BLAS (gemm, or gemv for one row through engine.cpu.gemv_forward).
 
         No cast when the dtypes agree (the usual float32): MLX's `astype` adds a copy to the graph
-        even then, which cost a chain of 56 kept 384x384 layers ~7% next to plain float32 Linears.
+        even then, a measurable cost on a chain of small kept layers next to plain float32 Linears.
         """
         return x @ (dense if dense.dtype == x.dtype else dense.astype(x.dtype)).T
 
@@ -173,10 +173,10 @@ class _DenseHeadEmbedding(_KeepsUnpacked, nn.QuantizedEmbedding):
     """A tied quantized embedding whose use as the output head runs on its unpacked weight when
     it keeps one, else on MLX's quantized kernel (never unpacked transiently: it is the biggest).
 
-    The head is the biggest single mat-vec of a decode step (Qwen2.5-0.5B shape: 151,936 x 896):
-    BLAS on float32 took 29 ms where MLX's quantized kernel on two streams took 54 ms (30M: 1.2
-    vs 4.7 ms), for 8x the bytes. Looking tokens up (`__call__`) reads rows of the kept copy once
-    it exists (the same values: the copy is exactly MLX's dequantize), else the packed weights.
+    The head is the biggest single mat-vec of a decode step, so it gains the most from BLAS on
+    float32 over MLX's quantized kernel (even on two streams), for 8x the bytes. Looking tokens
+    up (`__call__`) reads rows of the kept copy once it exists (the same values: the copy is
+    exactly MLX's dequantize), else the packed weights.
     """
 
     def __call__(self, x: mx.array) -> mx.array:
@@ -193,7 +193,7 @@ class _DenseHeadEmbedding(_KeepsUnpacked, nn.QuantizedEmbedding):
 
 @mx.compile
 def _unpack_compiled(packed: mx.array, scales: mx.array, biases: mx.array, shifts: mx.array) -> mx.array:
-    """Affine dequantization as one fused kernel (~10x faster than `mx.dequantize` on CPU)."""
+    """Affine dequantization as one fused kernel (much faster than `mx.dequantize` on a CPU)."""
     bits = 32 // shifts.size
     ints = (packed[..., None] >> shifts) & ((1 << bits) - 1)
     groups = ints.reshape(*scales.shape, -1)

@@ -9,7 +9,7 @@ engine's own. What differs is where the time goes in a token:
   draw (for greedy decoding one argmax over the vocabulary);
 - on the statistics thread, meanwhile: softmax, entropy, rank, the top-N candidates.
 
-Measured on an idle 2-core machine (BENCHMARKS.md, round 7): with the MLX sampler our decode ran
+Measured on an idle 2-core machine (docs/benchmarks-history.md, round 7): with the MLX sampler our decode ran
 at 0.58-0.68x llama.cpp's own bare loop on the 30M shape; with this, 0.97-0.99x on the 30M and
 Qwen2.5-0.5B shapes in Q4_0, Q8_0 and F16. Every llama.cpp call still happens on the engine
 thread; the statistics thread runs numpy only, and whatever fails there reaches the turn (and so
@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.core.api import SamplingParams, TurnControl
 from engine.gguf.sampler import NumpySampler, statistics
+from engine.local.chain import recent_ids
 from engine.gguf.sidethread import Result, SideThread
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class OverlappedDecoder:
         logits = self.model.feed(ids, self.session.cache)
         params = self.control.params
         if self.sampler is None:
-            self.sampler = NumpySampler(logits.shape[0], params, params.seed)
+            self.sampler = NumpySampler(logits.shape[0], params, params.seed, self.session.token_vocab)
         elif params is not self.params:
             self.sampler.set_params(params)
         self.params = params
@@ -74,8 +75,7 @@ class OverlappedDecoder:
         assert self.sampler is not None
         if not self.sampler.uses_context:
             return None
-        window = params.repetition_context_size
-        recent = self.session.tokens[-window:] if window else []
+        recent = recent_ids(self.session.tokens, params)  # the penalties' and DRY's window
         return np.array(recent + ids, dtype=np.int64)
 
 

@@ -1,8 +1,10 @@
-"""Check and load one GGUF file: the llama.cpp model with its context, and the tokenizer rebuilt
-from the file (``engine.gguf.tokenizer``), checked against llama.cpp's own.
+"""Check and load one GGUF file: the llama.cpp model with its context, and llama.cpp's own
+tokenizer for it (``engine.gguf.tokenizer``).
 
-Runs on the engine thread. Every mistake a user can make (no such file, not a GGUF file, the
-extra not installed, a vocabulary not supported) is one line (`ModelLoadError`).
+Nothing here parses the file in Python: llama.cpp reads it (with progress), and the little
+metadata the engine needs (the context length, the chat template, the quantization) is asked of
+llama.cpp. Runs on the engine thread. Every mistake a user can make (no such file, not a GGUF
+file, the extra not installed, a vocabulary llama.cpp refuses) is one line (`ModelLoadError`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.core.api import LoadProgress, ModelLoadError
+from engine.core.regular import open_regular
 from engine.models.ggufs import hub_file, is_gguf_spec  # noqa: F401 - is_gguf_spec: engine.gguf's public name
 
 DEFAULT_CONTEXT = 8192  # llama.cpp allocates the whole KV cache up front: a 128k model would not fit
@@ -25,7 +28,7 @@ class LoadedGguf:
     """A GGUF model ready for a `Session`: the llama.cpp model, the tokenizer, the context limit."""
 
     model: Any  # engine.gguf.model.LlamaModel
-    tokenizer: Any  # mlx-lm's TokenizerWrapper
+    tokenizer: Any  # engine.gguf.tokenizer.GgufTokenizer (llama.cpp's own)
     path: Path
     name: str
     context: int
@@ -61,7 +64,7 @@ def check_file(spec: str) -> Path:
     if not path.is_file():
         raise ModelLoadError(f"{shown} is not a regular file")
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             magic = handle.read(4)
     except OSError as error:
         raise ModelLoadError(f"cannot read {shown}: {error.strerror or error}") from error
@@ -72,38 +75,39 @@ def check_file(spec: str) -> Path:
 
 def load_gguf(spec: str, max_context: int, threads: int,
               report: Callable[[LoadProgress], None] = lambda _: None) -> LoadedGguf:
-    """Find (`resolve_gguf`), check, then load `spec` with `threads` llama.cpp threads.
-    Raises ModelLoadError."""
+    """Find (`resolve_gguf`), check, then load `spec` with `threads` llama.cpp threads, reporting
+    each stage of llama.cpp's load and the share of the weights read. Raises ModelLoadError."""
     path = check_file(resolve_gguf(spec, report))
     try:
-        import gguf  # noqa: F401 - both come with the extra
-        import llama_cpp  # noqa: F401
+        import llama_cpp  # noqa: F401 - comes with the extra
     except ImportError as error:
         raise ModelLoadError(INSTALL_HINT) from error
     from engine.gguf.model import LlamaModel
-    from engine.gguf.tokenizer import build_tokenizer, check_against, read_metadata
+    from engine.gguf.tokenizer import GgufTokenizer
 
+    shown = [-1]  # the last whole percent reported: llama.cpp calls back once per tensor
+
+    def progress(fraction: float) -> None:
+        percent = int(min(max(fraction, 0.0), 1.0) * 100)
+        if percent != shown[0]:
+            shown[0] = percent
+            report(LoadProgress(f"loading {path.name} with llama.cpp: weights", percent / 100))
+
+    def phase(stage: str) -> None:
+        report(LoadProgress(f"loading {path.name} with llama.cpp: {stage}"))
+
+    model = LlamaModel(path, 0, threads, progress=progress, phase=phase)
     try:
-        meta = read_metadata(path)
-    except Exception as error:  # a truncated or damaged header
-        raise ModelLoadError(f"cannot read {path.name}'s metadata: {' '.join(str(error).split())[:160]}") from error
-    tokenizer = build_tokenizer(meta, path.name)
-    stated = _stated_context(meta)
-    context = min(stated or max_context, max_context) if max_context > 0 else min(stated or DEFAULT_CONTEXT,
-                                                                                   DEFAULT_CONTEXT)
-    model = LlamaModel(path, context, threads)
-    try:
-        check_against(tokenizer, model.tokenize, path.name)
-    except ModelLoadError:
+        tokenizer = GgufTokenizer(model.vocab, model.vocab.chat_template())
+        stated = model.context_train if model.context_train > 0 else None
+        context = min(stated or max_context, max_context) if max_context > 0 else min(stated or DEFAULT_CONTEXT,
+                                                                                       DEFAULT_CONTEXT)
+        phase(f"a context of {context:,} positions")
+        model.open_context(context)
+    except BaseException:
         model.close()
         raise
     return LoadedGguf(model, tokenizer, path, path.name, context, _note(stated, context, max_context))
-
-
-def _stated_context(meta: dict[str, Any]) -> int | None:
-    """``<architecture>.context_length`` from the file, if it says."""
-    value = meta.get(f"{meta.get('general.architecture')}.context_length")
-    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def _note(stated: int | None, context: int, max_context: int) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from engine.core.api import Abilities, LoadProgress, ModelInfo
+from engine.core.api import LoadProgress, ModelInfo
 from engine.local.loaders import LoadContext, LoadedParts, ModelRuntime
 
 if TYPE_CHECKING:
@@ -49,12 +49,20 @@ class GgufLoader:
             model=loaded.model, tokenizer=loaded.tokenizer, context_limit=loaded.context,
             info=gguf_model_info(loaded, self.threads), template_name=loaded.name, last_row=LastRowHead([]),
             decoder_factory=decoder_factory(loaded.model.stats_thread), runtime=LlamaRuntime(loaded.model),
+            disk_cache=lambda folder, cap: _disk_cache(loaded, folder, cap),
         )
+
+
+def _disk_cache(loaded: LoadedGguf, folder: Path, cap: int) -> Any:
+    """Recent histories' KV caches on disk, written and read by llama.cpp (`engine.gguf.kvdisk`)."""
+    from engine.gguf.kvdisk import LlamaDiskCache, gguf_key
+
+    return LlamaDiskCache(folder, gguf_key(loaded.path, loaded.model.kv_type), cap)
 
 
 class LlamaRuntime(ModelRuntime):
     """A llama.cpp model on the engine thread: events posted from its statistics thread, freed
-    explicitly (on this thread), no what-if previews yet."""
+    explicitly (on this thread); what-if previews run as llama.cpp sequences (`engine.gguf.rows`)."""
 
     def __init__(self, model: Any) -> None:
         self._model = model  # engine.gguf.model.LlamaModel
@@ -70,15 +78,13 @@ class LlamaRuntime(ModelRuntime):
         """Free the llama.cpp model and its statistics thread now."""
         self._model.close()
 
-    PREVIEW_REFUSAL = "What-if previews are not available for GGUF models yet."
-
-    def preview_refusal(self) -> str:
-        """llama.cpp's memory is one sequence shared with the chat here."""
-        return self.PREVIEW_REFUSAL
-
 
 def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
-    """What the caller may know about the loaded GGUF model (plain data only)."""
+    """What the caller may know about the loaded GGUF model (plain data only): as an MLX model's,
+    the thinking switch read from the file's own chat template, and every ability."""
+    from engine.local.prompt import supports_thinking
+    from engine.local.reasoning import drops_past_thinking, opens_thinking
+
     return ModelInfo(
         name=loaded.name,
         path=str(loaded.path),
@@ -89,5 +95,7 @@ def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
         dtype=f"gguf {loaded.model.file_type_name()}",
         blas=f"llama.cpp ({threads} thread{'s' if threads != 1 else ''})",
         notes=(loaded.context_note,) if loaded.context_note else (),
-        abilities=Abilities(previews=False, why=(("previews", LlamaRuntime.PREVIEW_REFUSAL),)),
+        supports_thinking=supports_thinking(loaded.tokenizer),
+        opens_thinking=opens_thinking(loaded.tokenizer),
+        drops_past_thinking=drops_past_thinking(loaded.tokenizer),
     )

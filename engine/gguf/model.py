@@ -13,20 +13,22 @@ Every call here runs on the engine thread (``engine.local.worker``), like every 
 from __future__ import annotations
 
 import ctypes
-import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import mlx.core as mx
 import numpy as np
 
 from engine.core.api import EngineError, ModelLoadError
+from engine.gguf.logs import quiet_logs
+from engine.gguf.rows import SEQUENCES, RowsCache, rows_that_fit
 from engine.gguf.sidethread import SideThread
+from engine.gguf.vocab import LlamaVocab, ftype_name
 
 GGML_TYPE_F32 = 0
 FLASH_ATTN_DISABLED = 0  # llama_flash_attn_type
-_ALL_F32 = 0  # general.file_type of a file whose matrices are all float32
+_ALL_F32 = 0  # llama_ftype of a file whose matrices are all float32
 
 
 @dataclass(frozen=True)
@@ -67,27 +69,50 @@ class LlamaCache:
 class LlamaModel:
     """One GGUF model and its llama.cpp context, called like an mlx-lm model."""
 
-    def __init__(self, path: Path, n_ctx: int, threads: int, batch: int = 512) -> None:
-        """Load `path` with a context of `n_ctx` positions. Raises ModelLoadError (one line)."""
+    def __init__(self, path: Path, n_ctx: int, threads: int, batch: int = 512,
+                 progress: Callable[[float], None] = lambda _: None,
+                 phase: Callable[[str], None] = lambda _: None) -> None:
+        """Load `path` with a context of `n_ctx` positions (0: none yet, see `open_context`),
+        `progress` told the share of the weights read so far and `phase` each stage before them
+        (`LogTail`: most of a big vocabulary's load happens before any weight). Raises ModelLoadError (one line:
+        llama.cpp's own reason when it refuses the file)."""
         import llama_cpp
 
         self._lib = llama_cpp
-        quiet_logs(llama_cpp)
+        logs = quiet_logs(llama_cpp)
         llama_cpp.llama_backend_init()
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = 0
+        callback = llama_cpp.llama_progress_callback(lambda fraction, _user: _told(progress, fraction))
+        params.progress_callback = callback  # kept alive by `callback` until the load returns
+        logs.clear(phase)
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not self._model:
-            raise ModelLoadError(f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
+            reason = logs.reason()
+            logs.clear()
+            raise ModelLoadError(f"llama.cpp could not load {path.name}: {reason}" if reason else
+                                 f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
         self.context_train = int(llama_cpp.llama_model_n_ctx_train(self._model))
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-        self.args = Args(int(llama_cpp.llama_vocab_n_tokens(self._vocab)))
-        self.n_ctx, self.batch, self.threads = n_ctx, batch, threads
-        self._ctx = self._new_context(all_f32=_file_type(llama_cpp, self._model) == _ALL_F32)
+        self.vocab = LlamaVocab(llama_cpp, self._model, listed_eog=logs.eog)
+        logs.clear()  # the stages are over: nothing is told after the load
+        self._vocab = self.vocab.pointer
+        self.args = Args(self.vocab.size)
+        self.batch, self.threads = batch, threads
+        self.n_ctx, self._ctx = 0, None
+        all_f32 = int(llama_cpp.llama_model_ftype(self._model)) == _ALL_F32
+        self.kv_type = "f32" if all_f32 else "f16"  # the KV cache's element type (its state files differ)
+        if n_ctx > 0:
+            self.open_context(n_ctx)
         self.cache_layer: LlamaCache | None = None
         # the GGUF decoder's statistics run here while llama.cpp decodes (`engine.gguf.decoder`)
         self.stats_thread = SideThread("logitscope-stats")
         self._view: tuple[int, np.ndarray] | None = None  # (address, numpy view) of the logits buffer
+
+    def open_context(self, n_ctx: int) -> None:
+        """Make the context of `n_ctx` positions (`n_ctx` 0 at construction leaves it to the
+        caller, who may need the model's own length first: `context_train`)."""
+        self.n_ctx = n_ctx
+        self._ctx = self._new_context(all_f32=int(self._lib.llama_model_ftype(self._model)) == _ALL_F32)
 
     def _new_context(self, all_f32: bool) -> Any:
         """A context of `n_ctx` positions. An all-float32 file keeps float32 keys and values and
@@ -99,6 +124,11 @@ class LlamaModel:
         params.n_ctx = self.n_ctx
         params.n_batch = params.n_ubatch = self.batch
         params.n_threads = params.n_threads_batch = self.threads
+        # one unified KV buffer for the chat (sequence 0) and what-if preview rows, which share
+        # the chat's cells (`engine.gguf.rows`); split buffers would give each sequence n_ctx / n
+        params.n_seq_max = SEQUENCES
+        params.kv_unified = True
+        params.n_outputs_max = max(self.batch, SEQUENCES)  # llama.cpp reserves a row per sequence (asserts it)
         if all_f32:
             params.type_k = params.type_v = GGML_TYPE_F32
             params.flash_attn_type = FLASH_ATTN_DISABLED
@@ -119,15 +149,48 @@ class LlamaModel:
         if not self._lib.llama_memory_seq_rm(memory, 0, position, -1):
             raise EngineError(f"llama.cpp could not cut its cache back to {position} positions")
 
-    def __call__(self, ids: mx.array, cache: list[LlamaCache]) -> mx.array:
-        """Feed (1, L) ids; the logits after the last one, shape (1, 1, vocab), as float32.
+    def __call__(self, ids: mx.array, cache: list[Any]) -> mx.array:
+        """Feed (1, L) ids to the chat's cache: the logits after the last one, (1, 1, vocab) float32;
+        or (k, L) ids to a preview's `batch_cache`: each row's last logits, (k, 1, vocab).
 
-        One row only: llama.cpp's memory here is the chat's one sequence (a batch of rows would
-        be fed as one long row, silently wrong)."""
+        Several rows only with a preview's cache, whose rows are sequences of their own (fed to
+        the chat's one sequence they would be one long row, silently wrong)."""
         rows = np.asarray(ids)
+        if cache and isinstance(cache[0], RowsCache) and rows.ndim == 2:
+            return mx.array(cache[0].feed(rows))[:, None]
         if rows.ndim != 2 or rows.shape[0] != 1:
             raise EngineError(f"the GGUF engine feeds one sequence at a time, not ids of shape {rows.shape}")
         return mx.array(self.feed([int(i) for i in rows[0]], cache))[None, None]  # mx.array copies the view
+
+    def batch_cache(self, position: int, rows: int) -> list[RowsCache]:
+        """A what-if preview's cache: `rows` sequences sharing the chat's first `position` cells
+        (`engine.gguf.rows`); close it to give the cells back."""
+        return [RowsCache(self, position, rows)]
+
+    def preview_rows(self, cells_per_row: int) -> int:
+        """How many preview rows of `cells_per_row` new cells fit beside the chat's cache now."""
+        used = self.cache_layer.offset if self.cache_layer is not None else 0
+        return rows_that_fit(self, used, cells_per_row)
+
+    @property
+    def lib(self) -> Any:
+        """The llama_cpp module (its C functions)."""
+        return self._lib
+
+    def memory(self) -> Any:
+        """The context's KV memory (for the sequence calls)."""
+        return self._lib.llama_get_memory(self._ctx)
+
+    def context(self) -> Any:
+        """The llama.cpp context."""
+        return self._ctx
+
+    def logits_at(self, index: int) -> np.ndarray:
+        """A copy of the logits of output `index` of the last decode."""
+        pointer = self._lib.llama_get_logits_ith(self._ctx, index)
+        if not pointer:
+            raise EngineError(f"llama.cpp returned no logits for batch entry {index}")
+        return np.ctypeslib.as_array(pointer, shape=(self.args.vocab_size,)).copy()
 
     def feed(self, tokens: list[int], cache: list[LlamaCache]) -> np.ndarray:
         """Feed `tokens` in batches; llama.cpp's own buffer of the last one's logits, valid until
@@ -166,18 +229,11 @@ class LlamaModel:
 
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenization of `text` (special tokens parsed, none added)."""
-        raw = text.encode("utf-8")
-        room = len(raw) + 8
-        out = (self._lib.llama_token * room)()
-        count = self._lib.llama_tokenize(self._vocab, raw, len(raw), out, room, False, True)
-        return list(out[:count])
+        return self.vocab.tokenize(text)
 
     def file_type_name(self) -> str:
-        """The file's weight type as llama.cpp names it (e.g. "Q4_0", "F16"), else "model"."""
-        buffer = ctypes.create_string_buffer(128)
-        size = self._lib.llama_model_desc(self._model, buffer, len(buffer))
-        words = buffer.value.decode("utf-8", "replace").split() if size > 0 else []
-        return words[-1] if words else "model"
+        """The file's quantization as llama.cpp's quantize tool names it (e.g. "Q4_K_M", "F16")."""
+        return ftype_name(int(self._lib.llama_model_ftype(self._model)))
 
     def parameters(self) -> int:
         """How many weights the file holds."""
@@ -194,21 +250,11 @@ class LlamaModel:
             self._model = None
 
 
-def _file_type(lib: Any, model: Any) -> int | None:
-    """The model's ``general.file_type`` metadata, if it has one."""
-    buffer = ctypes.create_string_buffer(32)
-    size = lib.llama_model_meta_val_str(model, b"general.file_type", buffer, len(buffer))
-    return int(buffer.value) if size > 0 and buffer.value.isdigit() else None
-
-
-def quiet_logs(lib: Any) -> None:
-    """Keep llama.cpp's loader chatter off the terminal (the TUI owns it): errors go nowhere
-    either, since each failure comes back as a status that becomes one line of ours."""
-    lib.llama_log_set(_silent_callback(lib), ctypes.c_void_p())
-
-
-@functools.cache
-def _silent_callback(lib: Any) -> Any:
-    """One log callback for the process that drops everything (cached: llama.cpp keeps calling
-    it after this returns, so it must never be freed)."""
-    return lib.llama_log_callback(lambda level, text, user_data: None)
+def _told(progress: Callable[[float], None], fraction: float) -> bool:
+    """llama.cpp's progress callback: pass the fraction on; True lets the load go on (a failing
+    listener must not abort the load, nor raise into C)."""
+    try:
+        progress(float(fraction))
+    except Exception:  # noqa: BLE001 - the load matters more than one progress line
+        pass
+    return True

@@ -26,7 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.core.api import SamplingParams
+from engine.local.chain import ExtendedChain, TokenVocab, needs_extended
 from engine.local.sampling import Plan, make_plan, next_uniform, turn_seed
+from engine.local.stages import NumpyPenalties, inverse_cdf, make_numpy_penalties, shortlist
+
+__all__ = ["Draw", "NumpyPenalties", "NumpySampler", "inverse_cdf", "make_numpy_penalties", "shortlist", "statistics"]
 
 F32 = np.float32
 
@@ -52,76 +56,18 @@ class Draw:
     position: int  # the token's place in `ids` when `on_shortlist`
 
 
-def shortlist(x: np.ndarray, size: int) -> np.ndarray:
-    """Ids of the `size` largest values of `x`, largest first (ties: lower id first)."""
-    vocab = x.shape[0]
-    if size >= vocab:
-        return np.argsort(-x, kind="stable")
-    part = np.argpartition(x, vocab - size)[vocab - size:]
-    part.sort()  # id order first, so the stable sort below breaks ties by id
-    return part[np.argsort(-x[part], kind="stable")]
-
-
-def inverse_cdf(weights: np.ndarray, u: np.float32) -> int:
-    """The index drawn with probability weights/sum(weights) from one uniform `u` (as MLX's
-    `_inverse_cdf`: the first index whose cumulative weight exceeds ``u * total``).
-
-    The weights are >= 0, so the running sum never decreases and counting the entries
-    ``<= u * total`` is a binary search (NaN weights give some index: the turn refuses the row)."""
-    cdf = np.cumsum(weights, dtype=F32)
-    index = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
-    return min(index, weights.shape[0] - 1)
-
-
-class NumpyPenalties:
-    """Repetition, presence and frequency penalties over the context window (`engine.local.penalties`)."""
-
-    def __init__(self, params: SamplingParams) -> None:
-        self.window = params.repetition_context_size
-        self.repetition = F32(params.repetition_penalty)
-        self.presence = F32(params.presence_penalty)
-        self.frequency = F32(params.frequency_penalty)
-        self.on = (params.repetition_penalty != 1.0, params.presence_penalty != 0.0,
-                   params.frequency_penalty != 0.0)
-
-    def __call__(self, logits: np.ndarray, context: np.ndarray) -> np.ndarray:
-        """Penalised float32 logits (a new array); `context` holds ids, newest last."""
-        if context.size == 0:
-            return logits.copy()
-        vocab = logits.shape[0]
-        ids = context[-self.window:].astype(np.int64)
-        ids = ids[(ids >= 0) & (ids < vocab)]  # out-of-vocabulary ids are dropped, as in MLX's spill slot
-        counts = np.bincount(ids, minlength=vocab).astype(F32)
-        seen = counts > 0
-        repetition, presence, frequency = self.on
-        if repetition:
-            scaled = np.where(logits < 0, logits * self.repetition, logits / self.repetition)
-            logits = np.where(seen, scaled, logits)
-        if presence:
-            logits = logits - self.presence * seen.astype(F32)
-        if frequency:
-            logits = logits - self.frequency * counts
-        return logits  # a new array: at least one penalty is on (`make_numpy_penalties`)
-
-
-def make_numpy_penalties(params: SamplingParams) -> NumpyPenalties | None:
-    """The penalty step for these parameters, or None when every penalty is off (as `make_penalties`)."""
-    if params.repetition_context_size == 0 or not (
-        params.repetition_penalty != 1.0 or params.presence_penalty != 0.0 or params.frequency_penalty != 0.0
-    ):
-        return None
-    return NumpyPenalties(params)
-
-
 class NumpySampler:
     """Per-turn sampling state, as `engine.local.sampling.LiveSampler`: live parameters, one seeded
     generator per turn, one uniform number drawn per token (greedy or not, so a mid-turn switch
     keeps the sequence the MLX engine would use)."""
 
-    def __init__(self, vocab_size: int, params: SamplingParams, seed: int | None) -> None:
+    def __init__(self, vocab_size: int, params: SamplingParams, seed: int | None, vocab: TokenVocab | None = None) -> None:
+        """`vocab`: the tokenizer's view DRY's sequence breakers need (None: no breakers)."""
         self.vocab_size = vocab_size
         self.seed = turn_seed(seed)
         self._uniform = random.Random(self.seed)
+        self._vocab = vocab
+        self._chain: ExtendedChain | None = None
         self.set_params(params)
 
     def set_params(self, params: SamplingParams) -> None:
@@ -130,16 +76,29 @@ class NumpySampler:
         self.plan = make_plan(params, self.vocab_size)
         self._inv_temp = F32(1.0 / params.temperature if params.temperature > 0 else 0.0)
         self._penalties = make_numpy_penalties(params)
+        self.extended = needs_extended(params)  # the MLX sampler's switch, so both run the same chain
+        if self.extended and self._chain is None:
+            self._chain = ExtendedChain(params, self.vocab_size, self.seed, self._vocab)
+        elif self._chain is not None:
+            self._chain.set_params(params)
 
     @property
     def uses_context(self) -> bool:
-        """Whether `choose` reads its context (only the penalties do)."""
+        """Whether `choose` reads its context (the penalties, DRY)."""
+        if self.extended:
+            assert self._chain is not None
+            return self._chain.uses_context
         return self._penalties is not None
 
     def choose(self, logits: np.ndarray, context: np.ndarray | None) -> Draw:
         """The next token from one position's float32 logits (which may be llama.cpp's buffer:
         the draw keeps its own copy)."""
         u = F32(next_uniform(self._uniform))  # the MLX sampler's draw
+        if self.extended:
+            assert self._chain is not None
+            chained = self._chain.choose(logits, context, float(u))
+            return Draw(chained.token, chained.raw, self.plan, None, chained.weights,
+                        F32(1) if chained.weights is None else chained.weights.sum(dtype=F32), False, 0)
         if self._penalties is not None:
             assert context is not None, "penalties need the context (see `uses_context`)"
             x = self._penalties(logits, context)
@@ -156,13 +115,16 @@ class NumpySampler:
         ids = shortlist(x, plan.shortlist)
         x_list = x[ids]
         w = np.exp((x_list - x_list[0]) * self._inv_temp)
+        reads_t1 = (plan.top_p and not plan.scaled_top_p) or (plan.min_p and not plan.scaled_min_p)
+        unscaled = np.exp(x_list - x_list[0]) if reads_t1 else w
         keep = np.arange(w.shape[0]) < self.params.top_k
         if plan.top_p:
-            cum = np.cumsum(np.where(keep, w, F32(0)), dtype=F32)
+            v = w if plan.scaled_top_p else unscaled
+            cum = np.cumsum(np.where(keep, v, F32(0)), dtype=F32)
             crossing = int(np.count_nonzero(cum < F32(self.params.top_p) * cum[-1]))
-            keep &= w >= w[min(crossing, w.shape[0] - 1)]
+            keep &= v >= v[min(crossing, w.shape[0] - 1)]
         if plan.min_p:
-            keep &= w >= F32(self.params.min_p)
+            keep &= (w if plan.scaled_min_p else unscaled) >= F32(self.params.min_p)
         q = np.where(keep, w, F32(0))
         position = inverse_cdf(q, u)
         return Draw(int(ids[position]), x, plan, ids, q, q.sum(dtype=F32), True, position)
@@ -170,16 +132,39 @@ class NumpySampler:
     def _draw_full(self, x: np.ndarray, u: np.float32, plan: Plan) -> Draw:
         """No top-k: filter and draw over the whole vocabulary, in id order (MLX's `_draw_full`)."""
         ids = shortlist(x, plan.shortlist) if plan.top_p else None  # else `statistics` makes it
-        es = np.exp((x - x.max()) * self._inv_temp)  # p / p_max of the temperature-scaled distribution
-        threshold: np.float32 | None = None
-        if plan.top_p:
-            assert ids is not None
-            threshold = self._top_p_threshold(es, ids, plan)
-        if plan.min_p:
-            min_p = F32(self.params.min_p)
-            threshold = min_p if threshold is None else max(threshold, min_p)
-        q = es if threshold is None else np.where(es >= threshold, es, F32(0))
+        if not (plan.top_p or plan.min_p) or plan.scaled_top_p and plan.scaled_min_p:
+            # one expression, so numpy reuses its temporaries (a named `x - max` cost ~0.3 ms at 32k: page faults)
+            es = np.exp((x - x.max()) * self._inv_temp)  # p / p_max of the temperature-scaled distribution
+            keep = self._keep(es, es, ids, plan)
+            q = es if keep is None else np.where(keep, es, F32(0))
+            return Draw(inverse_cdf(q, u), x, plan, ids, q, q.sum(dtype=F32), False, 0)
+        xm = x - x.max()
+        if not (plan.scaled_top_p or plan.scaled_min_p):  # the filters read temperature 1
+            e = np.exp(xm)  # one exp over the vocabulary; the scaled one over the kept tokens only
+            keep = self._keep(e, e, ids, plan)
+            kept = np.flatnonzero(keep)
+            q = np.zeros_like(e)
+            q[kept] = e[kept] if self._inv_temp == 1 else np.exp(xm[kept] * self._inv_temp)
+        else:  # one filter on each side of the temperature
+            e, es = np.exp(xm), np.exp(xm * self._inv_temp)
+            keep = self._keep(es if plan.scaled_top_p else e, es if plan.scaled_min_p else e, ids, plan)
+            q = np.where(keep, es, F32(0))
         return Draw(inverse_cdf(q, u), x, plan, ids, q, q.sum(dtype=F32), False, 0)
+
+    def _keep(self, top_source: np.ndarray, min_source: np.ndarray, ids: np.ndarray | None, plan: Plan) -> np.ndarray | None:
+        """Which tokens top-p and min-p keep (None: both off), each reading its source (``p / p_max``
+        scaled or at temperature 1, as the order says); one source: one threshold (MLX's `_draw_full`)."""
+        if top_source is min_source:
+            threshold: np.float32 | None = None
+            if plan.top_p:
+                assert ids is not None
+                threshold = self._top_p_threshold(top_source, ids, plan)
+            if plan.min_p:
+                min_p = F32(self.params.min_p)
+                threshold = min_p if threshold is None else max(threshold, min_p)
+            return None if threshold is None else top_source >= threshold
+        assert ids is not None
+        return (top_source >= self._top_p_threshold(top_source, ids, plan)) & (min_source >= F32(self.params.min_p))
 
     def _top_p_threshold(self, es: np.ndarray, ids: np.ndarray, plan: Plan) -> np.float32:
         """The smallest relative weight top-p keeps, from the short list when its mass suffices,

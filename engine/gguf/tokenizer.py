@@ -1,118 +1,102 @@
-"""The GGUF file's own tokenizer as an ordinary fast tokenizer, so the MLX engine's prompt renderer
-(``engine.local.prompt``: the chat template, the history rule, replies spliced as their ids) and its
-streaming text (``engine.local.textstream``) run unchanged on a GGUF model.
+"""llama.cpp's tokenizer in the shape the MLX engine's prompt renderer and text stream expect, so
+that ``engine.local.prompt`` (the chat template, the history rule: earlier replies as their exact
+ids) and ``engine.local.textstream`` (the byte rule for pieces) run unchanged on a GGUF model.
 
-Why not llama.cpp's tokenizer: the renderer needs a Hugging Face tokenizer's interface
-(``apply_chat_template``, ``convert_ids_to_tokens``, mlx-lm's streaming detokenizers); and why not
-transformers' own GGUF reader: it needs PyTorch. So the vocabulary, merges, special tokens and
-chat template are read with the ``gguf`` package and built into a ``tokenizers`` BPE. Each load is
-checked against llama.cpp's tokenizer on a probe text (`check_against`): a vocabulary this module
-does not build exactly is refused in one line rather than fed ids the model would not produce.
+Every id comes from llama.cpp itself (``engine.gguf.vocab``): text is split exactly as llama.cpp
+splits it, whatever the vocabulary (every pre-tokenizer llama.cpp knows, SentencePiece, WordPiece,
+...), and a token's bytes are llama.cpp's piece of it. The rules here are llama.cpp's own too:
 
-Byte-level BPE vocabularies (``tokenizer.ggml.model = gpt2``: GPT-2, Llama 3, Qwen 2 and others)
-are built here; SentencePiece ones (``llama``: Llama 2, Mistral, TinyLlama) by ``engine.gguf.spm``.
+- a reply stops at every end-of-generation token llama.cpp knows (``llama_vocab_is_eog``), not
+  only at the ids the file's metadata names;
+- a reply's text is its tokens' pieces joined, control tokens left out (llama.cpp's streaming
+  text, ``llama_token_to_piece``): its leading space stays (" the", as the model wrote it), where
+  ``llama_detokenize`` of the whole reply would strip a SentencePiece reply's first space;
+- a prompt starts with BOS when llama.cpp would add one (``add_bos``) and the template did not
+  write it already: never two.
+
+The chat template is the file's ``tokenizer.chat_template``, rendered by transformers' Jinja
+renderer exactly as the MLX path renders a Hugging Face tokenizer's (`render_template`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from engine.core.api import ModelLoadError
-
-GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-LLAMA3_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
-                  r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
-QWEN2_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
-                 r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
-PATTERNS = {"gpt2": GPT2_PATTERN, "gpt-2": GPT2_PATTERN, "llama-bpe": LLAMA3_PATTERN,
-            "llama3": LLAMA3_PATTERN, "qwen2": QWEN2_PATTERN, "deepseek-r1-qwen": QWEN2_PATTERN}
-PROBE = "Hello, world! It's 2024: naïve café, 你好世界 🙂🚀\n\tdef f(x):  return x**2 \r\n  the cat sat"
-_CONTROL, _USER_DEFINED = 3, 4  # gguf.TokenType values
+from engine.gguf.vocab import ATTR_CONTROL, LlamaVocab
 
 
-def read_metadata(path: Path) -> dict[str, Any]:
-    """The file's ``tokenizer.*`` and ``general.*`` keys as plain Python values."""
-    import gguf
+class GgufTokenizer:
+    """The tokenizer interface the engine uses (mlx-lm TokenizerWrapper's subset), backed by llama.cpp."""
 
-    reader = gguf.GGUFReader(str(path))
-    return {key: field.contents() for key, field in reader.fields.items()
-            if key.startswith(("tokenizer.", "general.")) or key.endswith(".context_length")}
+    keeps_leading_space = True  # engine.local.textstream: llama.cpp's text keeps a reply's first space
 
+    def __init__(self, vocab: LlamaVocab, chat_template: str | None) -> None:
+        self.vocab = vocab
+        self.chat_template = chat_template
+        self.eos_token_ids = vocab.eog_ids()
+        eos = vocab.special_id("eos")
+        self.eos_token_id = eos if eos is not None else (self.eos_token_ids[0] if self.eos_token_ids else None)
+        bos = vocab.special_id("bos")
+        self._bos_text = self._text_of(bos) if bos is not None else ""
+        self.bos_token = self._bos_text or None
+        self.eos_token = self._text_of(self.eos_token_id) if self.eos_token_id is not None else None
+        # a prompt's BOS: only where llama.cpp itself would add one
+        self.bos_token_id = bos if bos is not None and vocab.adds_bos() else None
 
-def build_tokenizer(meta: dict[str, Any], name: str) -> Any:
-    """mlx-lm's TokenizerWrapper around a fast tokenizer built from `meta`. Raises ModelLoadError."""
-    from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, SPMStreamingDetokenizer, TokenizerWrapper
-    from transformers import PreTrainedTokenizerFast
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(self.chat_template)
 
-    kind = meta.get("tokenizer.ggml.model")
-    if kind not in ("gpt2", "llama"):
-        raise ModelLoadError(f"{name}: its {kind!r} tokenizer is not supported yet "
-                             "(byte-level BPE 'gpt2' and SentencePiece 'llama' are)")
-    tokens: list[str] = list(meta["tokenizer.ggml.tokens"])
-    if kind == "llama":
-        from engine.gguf.spm import spm_tokenizer
+    def __len__(self) -> int:
+        return self.vocab.size
 
-        backend, detokenizer = spm_tokenizer(meta, tokens), SPMStreamingDetokenizer
-    else:
-        pre = str(meta.get("tokenizer.ggml.pre", "default"))
-        if pre not in PATTERNS:
-            raise ModelLoadError(f"{name}: its pre-tokenizer {pre!r} is not supported yet "
-                                 f"({', '.join(sorted(PATTERNS))})")
-        backend = _bpe(meta, tokens, PATTERNS[pre], ignore_merges=pre == "llama-bpe")
-        detokenizer = BPEStreamingDetokenizer
-    fast = PreTrainedTokenizerFast(tokenizer_object=backend)
-    _set_specials(fast, meta, tokens)
-    template = meta.get("tokenizer.chat_template")
-    if isinstance(template, str):
-        fast.chat_template = template
-    eos = meta.get("tokenizer.ggml.eos_token_id")
-    eot = meta.get("tokenizer.ggml.eot_token_id")
-    stops = [int(i) for i in (eos, eot) if isinstance(i, int)]
-    return TokenizerWrapper(fast, detokenizer, eos_token_ids=sorted(set(stops)) or None)
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """llama.cpp's ids of `text`, special tokens written in it parsed (the template's markers)."""
+        return self.vocab.tokenize(text, add_special=add_special_tokens)
 
+    def piece_bytes(self, token: int) -> bytes:
+        """A token's bytes for the inspector: a control token as its own text (``<end_of_turn>``)."""
+        return self.vocab.piece(token, special=True) if 0 <= token < self.vocab.size else b""
 
-def _bpe(meta: dict[str, Any], tokens: list[str], pattern: str, ignore_merges: bool) -> Any:
-    """The byte-level BPE model with its pre-tokenizer split and the special tokens added."""
-    from tokenizers import (
-        AddedToken,
-        Regex,
-        Tokenizer,
-        decoders,
-        models,
-        pre_tokenizers,
-    )
+    def text_bytes(self, token: int) -> bytes:
+        """A token's bytes in a reply's text: a control token adds nothing (llama.cpp's rule)."""
+        return self.vocab.piece(token, special=False) if 0 <= token < self.vocab.size else b""
 
-    kinds = list(meta.get("tokenizer.ggml.token_type", [1] * len(tokens)))
-    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
-    vocab = {text: index for index, text in enumerate(tokens)}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=ignore_merges))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    special = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, kinds) if k == _CONTROL]
-    user = [AddedToken(t, special=False, normalized=False) for t, k in zip(tokens, kinds) if k == _USER_DEFINED]
-    tok.add_special_tokens(special)
-    tok.add_tokens(user)
-    return tok
+    def decode(self, ids: Iterable[int]) -> str:
+        """The reply text of `ids` (each piece joined; a lone byte as ``\\xNN``)."""
+        return b"".join(self.text_bytes(int(i)) for i in ids).decode("utf-8", "backslashreplace")
+
+    def convert_ids_to_tokens(self, ids: int | Iterable[int]) -> Any:
+        """A token's text (or each of a list's), control tokens written out."""
+        if isinstance(ids, int):
+            return self._text_of(ids)
+        return [self._text_of(int(i)) for i in ids]
+
+    def is_control(self, token: int) -> bool:
+        return bool(self.vocab.attr(token) & ATTR_CONTROL)
+
+    def _text_of(self, token: int) -> str:
+        return self.piece_bytes(token).decode("utf-8", "backslashreplace")
+
+    def apply_chat_template(self, conversation: list[dict[str, Any]], tokenize: bool = False,
+                            add_generation_prompt: bool = True, **options: Any) -> Any:
+        """The file's chat template rendered for `conversation` (text; ids with `tokenize`), with
+        BOS in front where llama.cpp adds one and the template did not write it."""
+        if not self.chat_template:
+            raise ValueError("this model has no chat template")
+        text = render_template(self.chat_template, conversation, add_generation_prompt,
+                               bos_token=self.bos_token or "", eos_token=self.eos_token or "", **options)
+        if self.bos_token_id is not None and not text.startswith(self._bos_text):
+            text = self._bos_text + text
+        return self.encode(text) if tokenize else text
 
 
-def _set_specials(fast: Any, meta: dict[str, Any], tokens: list[str]) -> None:
-    """bos, eos and unk as the template and the renderer expect them (text, from the ids in the file)."""
-    for key, attribute in (("tokenizer.ggml.bos_token_id", "bos_token"), ("tokenizer.ggml.eos_token_id", "eos_token"),
-                           ("tokenizer.ggml.unknown_token_id", "unk_token")):
-        index = meta.get(key)
-        if isinstance(index, int) and 0 <= index < len(tokens):
-            setattr(fast, attribute, tokens[index])
+def render_template(template: str, conversation: list[dict[str, Any]], add_generation_prompt: bool,
+                    **variables: Any) -> str:
+    """`template` rendered by transformers' chat-template renderer (its sandboxed Jinja, its
+    ``raise_exception``, ``strftime_now`` and ``tojson``), as a Hugging Face tokenizer would."""
+    from transformers.utils.chat_template_utils import render_jinja_template
 
-
-def check_against(tokenizer: Any, reference: Callable[[str], list[int]], name: str) -> None:
-    """Refuse (one line) a tokenizer that splits the probe text unlike llama.cpp's own."""
-    ours = list(tokenizer.encode(PROBE, add_special_tokens=False))
-    theirs = reference(PROBE)
-    if ours != theirs:
-        at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-        raise ModelLoadError(f"{name}: its tokenizer could not be rebuilt exactly (differs from llama.cpp's at token {at})")
+    rendered, _ = render_jinja_template(conversations=[conversation], chat_template=template,
+                                        add_generation_prompt=add_generation_prompt, **variables)
+    return rendered[0]

@@ -30,7 +30,8 @@ from engine.core.api import (
 )
 from engine.local.commands import CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, Sink
 from engine.local.loaders import ModelLoader
-from engine.local.worker import CLOSE_WAIT_S, EngineOptions, EngineWorker
+from engine.local.options import EngineOptions
+from engine.local.worker import CLOSE_WAIT_S, EngineWorker
 
 
 class Engine:
@@ -43,7 +44,7 @@ class Engine:
     ) -> None:
         """`max_context` caps the context below the model's own limit (0 = the model's limit);
         `fast_blas`, `compute_dtype`, `fast_layers` and `kv_cache_dir` (recent histories' KV caches
-        on disk, `engine.local.kvdisk`) are described in `engine.local.worker.EngineOptions`;
+        on disk, `engine.local.kvdisk`) are described in `engine.local.options.EngineOptions`;
         `loaders` read the kinds of model file besides MLX's (`engine.factory` adds GGUF's)."""
         self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers, kv_cache_dir)
         self._loaders = tuple(loaders)

@@ -30,6 +30,7 @@ from mlx_lm.models.cache import (
 )
 
 from engine.local.prompt import common_prefix_len
+from engine.core.regular import read_regular_text, require_regular
 
 MIN_TOKENS = 256  # a shorter history prefills faster than a file loads
 MIN_GAIN = 128  # restore only when the disk holds at least this many more shared ids than the cache
@@ -84,6 +85,7 @@ class DiskKVCache:
         """The cache file, checked: same key and the same ids in its metadata, plain KV layers
         holding exactly that many positions. None for anything else."""
         try:
+            require_regular(_data_file(ids_file))  # mlx opens it itself: a FIFO there would hang the turn
             cache, meta = load_prompt_cache(str(_data_file(ids_file)), return_metadata=True)
         except Exception:  # noqa: BLE001 - a damaged or foreign file is simply not used
             return None
@@ -134,8 +136,11 @@ class DiskKVCache:
 
 
 def _data_file(ids_file: Path) -> Path:
-    """`<digest>.ids.json` -> `<digest>.safetensors`."""
-    return ids_file.parent / (ids_file.name.removesuffix(".ids.json") + ".safetensors")
+    """`<digest>.ids.json` -> `<digest>.safetensors`, or the GGUF engine's `<digest>.llamastate`
+    (`engine.gguf.kvdisk`) when that is the one there (eviction counts and removes either)."""
+    stem = ids_file.name.removesuffix(".ids.json")
+    llama = ids_file.parent / (stem + ".llamastate")
+    return llama if llama.exists() else ids_file.parent / (stem + ".safetensors")
 
 
 def _digest(ids: Sequence[int]) -> str:
@@ -144,7 +149,7 @@ def _digest(ids: Sequence[int]) -> str:
 
 def _read_ids(path: Path) -> list[int] | None:
     try:
-        ids = json.loads(path.read_text())
+        ids = json.loads(read_regular_text(path))
     except (OSError, ValueError):
         return None
     return ids if isinstance(ids, list) and all(isinstance(i, int) for i in ids) else None

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from engine.local.backend import SpeedLayer
     from engine.local.commands import LoadCommand
     from engine.local.lastrow import LastRowHead
-    from engine.local.worker import EngineOptions
+    from engine.local.options import EngineOptions
 
 Sink = Callable[[object], None]
 
@@ -38,10 +38,6 @@ class ModelRuntime:
 
     def close(self) -> None:
         """Free the model now; MLX models are freed by the garbage collector."""
-
-    def preview_refusal(self) -> str:
-        """Why this model cannot run what-if previews ("" when it can)."""
-        return ""
 
 
 @dataclass
@@ -57,6 +53,8 @@ class LoadedParts:
     decoder_factory: Callable[..., Any] | None = None  # None: `engine.local.turn`'s MLX decoder
     runtime: ModelRuntime = field(default_factory=ModelRuntime)
     disk_key: tuple[str, str] | None = None  # (folder, dtype) of the on-disk KV cache, when it has one
+    # or: makes a model's own on-disk KV cache from (folder, size cap in bytes) (llama.cpp: engine.gguf.kvdisk)
+    disk_cache: Callable[[Path, int], Any] | None = None
     after_load: Callable[[Callable[[], bool]], None] | None = None  # work once the caller has its answer
 
 
@@ -134,6 +132,7 @@ def mlx_model_info(spec: str, loaded: Any, context: Any, dtype: str, speed: Spee
     the engine's first load (`tell_blas`), why the fast BLAS could not be loaded.
     """
     from engine.local.prompt import supports_thinking
+    from engine.local.reasoning import drops_past_thinking, opens_thinking
 
     model, tokenizer = loaded.model, loaded.tokenizer
     blas_note = (f"Fast BLAS off: {speed.blas_problem}.",) if tell_blas and speed.blas_problem else ()
@@ -148,6 +147,8 @@ def mlx_model_info(spec: str, loaded: Any, context: Any, dtype: str, speed: Spee
         blas=speed.blas_status,
         blas_problem=speed.blas_problem,
         supports_thinking=supports_thinking(tokenizer),
+        opens_thinking=opens_thinking(tokenizer),
+        drops_past_thinking=drops_past_thinking(tokenizer),
         notes=((context.note(),) if context.note() else ()) + blas_note,
     )
 

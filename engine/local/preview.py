@@ -37,10 +37,10 @@ from engine.core.api import (
     PreviewRequest,
     PreviewToken,
     TokenEvent,
-    check_token_ids,
 )
 from engine.local.penalties import make_penalties
-from engine.local.prompt import common_prefix_len, render_prompt
+from engine.local.prompt import common_prefix_len
+from engine.local.chain import needs_extended, recent_ids
 from engine.local.sampling import LiveSampler, logits_were_numbers
 from engine.local.session import Session
 from engine.local.textstream import ReplyText
@@ -75,7 +75,6 @@ def check_request(request: PreviewRequest, vocab_size: int) -> None:
         raise EngineError(f"A preview takes 1 to {MAX_ROWS} candidates, got {len(request.candidates)}.")
     if not 1 <= request.tokens <= MAX_TOKENS:
         raise EngineError(f"A preview is 1 to {MAX_TOKENS} tokens long, got {request.tokens}.")
-    check_token_ids(request.messages, vocab_size)
     for candidate in request.candidates:
         if type(candidate) is not int or not 0 <= candidate < vocab_size:
             raise EngineError(f"Candidate {candidate!r} is not a token id of this model (0..{vocab_size - 1}).")
@@ -92,33 +91,64 @@ def run_preview(
     if limit < 1:
         raise ContextLimitError("The reply already fills the context: there is no room to preview.")
     with mx.stream(session.stream):
-        for group in _groups(session, rows):
-            _Batch(session, request, group, emit, rows).run(limit, stop)
+        for group in _groups(session, rows, limit):
+            batch = _Batch(session, request, group, emit, rows)
+            try:
+                batch.run(limit, stop)
+            finally:
+                _release(batch.cache)
     return PreviewFinished(tuple(row.done() for row in rows), time.perf_counter() - started)
+
+
+def _release(cache: list[Any]) -> None:
+    """Give back what a batch cache holds outside MLX (llama.cpp's preview sequences)."""
+    for layer in cache:
+        close = getattr(layer, "close", None)
+        if callable(close):
+            close()
 
 
 def _row(session: Session, request: PreviewRequest, candidate: int) -> _Row:
     """A row with its branch prompt, rendered exactly as that turn would render it."""
     branch = request.branch(candidate)
-    prompt = render_prompt(session.tokenizer, branch.messages, True, session.encode)
+    prompt = session.prompt(branch.messages, True)
     return _Row(candidate, prompt, ReplyText(session.tokenizer, branch.messages[-1].token_ids or ()))
 
 
-def _groups(session: Session, rows: list[_Row]) -> list[tuple[int, list[_Row]]]:
+def _groups(session: Session, rows: list[_Row], limit: int) -> list[tuple[int, list[_Row]]]:
     """(cached prefix length, rows) batches: rows whose uncached suffixes have one length share
-    a forward pass (nearly always all of them: the prompts differ only in the candidate)."""
+    a forward pass (nearly always all of them: the prompts differ only in the candidate), as many
+    at once as the model's cache has room for (llama.cpp's fixed cells: `_rows_at_once`)."""
     start = min(min(common_prefix_len(session.tokens, row.prompt), len(row.prompt) - 1) for row in rows)
     start = _usable(session, start)
     by_length: dict[int, list[_Row]] = {}
     for row in rows:
         by_length.setdefault(len(row.prompt) - start, []).append(row)
-    return [(start, group) for group in by_length.values()]
+    out = []
+    for length, group in by_length.items():
+        width = _rows_at_once(session, length + limit)
+        out.extend((start, group[i:i + width]) for i in range(0, len(group), width))
+    return out
+
+
+def _rows_at_once(session: Session, cells_per_row: int) -> int:
+    """How many rows one batch may hold: all of them for MLX (its batch cache grows), what fits
+    in the context's remaining cells for llama.cpp (`LlamaModel.preview_rows`); one line if none."""
+    fits = getattr(session.model, "preview_rows", None)
+    if fits is None:
+        return MAX_ROWS
+    width = int(fits(cells_per_row))
+    if width < 1:
+        raise ContextLimitError("The context has no room left for a preview here.")
+    return width
 
 
 def _usable(session: Session, keep: int) -> int:
     """The longest prefix, at most `keep` ids, that the cache can give without rewinding it: any
-    prefix of plain KV layers, else all it holds, else the newest snapshot at or before `keep`."""
-    if all(type(layer) is KVCache for layer in session.cache) or keep == len(session.tokens):
+    prefix of plain KV layers (or of llama.cpp's memory, whose sequences share cells), else all it
+    holds, else the newest snapshot at or before `keep`."""
+    if (all(type(layer) is KVCache for layer in session.cache) or keep == len(session.tokens)
+            or hasattr(session.model, "batch_cache")):
         return keep
     usable = [p for p in session.snapshots.positions if p <= keep]
     return usable[-1] if usable else 0
@@ -130,6 +160,9 @@ def batch_cache(session: Session, position: int, rows: int, room: int = 0) -> li
     Plain KV layers get `room` free positions as well, in the same copy: mlx-lm grows a full
     buffer by copying it whole, and the first step of a batch would otherwise do that at once.
     """
+    own = getattr(session.model, "batch_cache", None)
+    if own is not None:  # llama.cpp: rows are sequences sharing the chat's cells (engine.gguf.rows)
+        return own(position, rows)
     if position == 0:
         return make_prompt_cache(session.model)
     kept = session.snapshots.layers_at(position) if position < len(session.tokens) else {}
@@ -187,7 +220,8 @@ class _Batch:
         self.samplers: list[LiveSampler] = []  # made on the first step, once the logits tell the vocabulary
         self.window = self.params.repetition_context_size
         # `_greedy` serves a glance (no candidates asked); with candidates every token gets its statistics
-        self.greedy = self.params.temperature == 0.0 and make_penalties(self.params) is None and self.params.candidates == 0
+        self.greedy = (self.params.temperature == 0.0 and make_penalties(self.params) is None
+                       and not needs_extended(self.params) and self.params.candidates == 0)
         self.eos = set(session.tokenizer.eos_token_ids)
 
     def run(self, limit: int, stop: Callable[[], bool]) -> None:
@@ -213,13 +247,14 @@ class _Batch:
         if self.greedy:
             return _greedy(logits)
         if not self.samplers:
-            self.samplers = [LiveSampler(logits.shape[-1], self.params, self.params.seed, exp=self.session.sampler_exp)
+            self.samplers = [LiveSampler(logits.shape[-1], self.params, self.params.seed, exp=self.session.sampler_exp,
+                                         vocab=self.session.token_vocab)
                              for _ in self.rows]
         tokens, packed = [], []
         for r, sampler in enumerate(self.samplers):
             context = None
             if sampler.uses_context:
-                recent = list(history[r][-self.window :]) if self.window else []
+                recent = recent_ids(history[r], self.params)  # the penalties' and DRY's window
                 context = mx.concatenate([mx.array(recent, dtype=mx.int32), fed[r]])
             token, row = sampler.step(logits[r], context)
             tokens.append(token)

@@ -23,7 +23,9 @@ from collections import OrderedDict
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from engine.core.api import EngineError, Message
+from engine.core.api import EngineError, Message, check_token_ids
+from engine.core.text import error_line
+from engine.core.thinking import holds_thinking
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -172,6 +174,29 @@ def render_prompt(
     return ids
 
 
+def admitted_ids(
+    tokenizer: Any, messages: Sequence[Message], continue_last: bool, vocab_size: int,
+    encode: TextEncoder | None = None, thinking: bool | None = None,
+) -> list[int]:
+    """`render_prompt`'s ids, every one checked against the model's embedding table: the door
+    every id passes on its way to a forward pass (a turn, a branch, a preview row, a warm-up).
+
+    Why all of them and not only the ids a message carries: the template and the tokenizer make
+    ids too, and a model folder is data. A tokenizer whose added special token has id 512 on a
+    512-row embedding sent 512 to MLX, which indexes without a bound check: the turn ran on
+    whatever memory lay past the table (once blamed on "NaN logits"). Sampled ids need no check:
+    they index the logits row. One EngineError line names the id and the vocabulary size.
+    """
+    check_token_ids(messages, vocab_size)  # a message's own ids: the error names the message
+    ids = render_prompt(tokenizer, messages, continue_last, encode, thinking)
+    if ids and (min(ids) < 0 or max(ids) >= vocab_size):  # two C loops: ~0.1 ms for 8k ids
+        bad = next(i for i in ids if not 0 <= i < vocab_size)
+        raise EngineError(f"The model's chat template or tokenizer gives token id {bad}, outside the "
+                          f"vocabulary of {vocab_size} ids (0..{vocab_size - 1}) that its embedding holds: "
+                          "the model folder's tokenizer does not match its weights.")
+    return ids
+
+
 def check_conversation(messages: Sequence[Message], continue_last: bool) -> None:
     """Refuse a conversation that cannot be continued the way the request asks (one clear line)."""
     if not messages:
@@ -206,10 +231,17 @@ def _render_with_template(
 
     Each generation prompt is rendered with the thinking switch of the reply that followed it
     (`final` for the one this turn answers), so toggling thinking keeps the history exact.
+
+    A reply given as text only (no ids) that holds a thinking block is the one exception: the
+    caller asked for it "as the template renders it" (`Conversation.messages`, drop_thinking),
+    so the whole conversation is rendered by the template, that reply from its text.
     """
     replies = [i for i, message in enumerate(messages) if message.role == "assistant"]
     if not replies:
         return encode(_render_text(tokenizer, messages, {}, _options(encode, final)))
+    as_text = {i for i in replies if messages[i].token_ids is None and holds_thinking(messages[i].text)}
+    if as_text:  # "as the template renders it": it may drop that thinking (Qwen3 does)
+        return _render_spliced(tokenizer, messages, encode, final, as_text)
     try:
         runs = _runs_after_replies(tokenizer, messages, replies, encode, final)
     except _NotExact:
@@ -284,19 +316,28 @@ def _render_text(
     `sentinels` rendered as their sentinel instead of their text; `options` (`_options`) passed
     to the template."""
     dicts = [{"role": m.role, "content": sentinels.get(i, m.text)} for i, m in enumerate(messages)]
-    text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True, **options)
+    try:
+        text = tokenizer.apply_chat_template(dicts, tokenize=False, add_generation_prompt=True, **options)
+    except EngineError:  # the watchdog's "ran for over 5 s", already naming the template
+        raise
+    except Exception as error:  # noqa: BLE001 - a stranger's program: its raise_exception, a Jinja error
+        # Said as the template's, not as "Generation failed": the model's files are what to fix.
+        raise EngineError(f"The model's chat template failed: {error_line(error)}") from None
     if not isinstance(text, str):
         raise EngineError("The model's chat template did not render to text.")
     return text
 
 
 def _render_spliced(
-    tokenizer: Any, messages: Sequence[Message], encode: TextEncoder, final: bool | None
+    tokenizer: Any, messages: Sequence[Message], encode: TextEncoder, final: bool | None,
+    as_text: frozenset[int] | set[int] = frozenset(),
 ) -> list[int]:
     """The whole conversation rendered once, each reply's ids spliced where its sentinel stands
-    (for templates whose history cannot be cut at each reply)."""
+    (for templates whose history cannot be cut at each reply); the replies in `as_text` are
+    given to the template as their text, rendered its way."""
     nonce = secrets.token_hex(6)
-    sentinels = {i: f"LOGITSCOPE{nonce}REPLY{i}END" for i, m in enumerate(messages) if m.role == "assistant"}
+    sentinels = {i: f"LOGITSCOPE{nonce}REPLY{i}END" for i, m in enumerate(messages)
+                 if m.role == "assistant" and i not in as_text}
     spliced = {sentinels[i]: message_ids(encode, messages[i]) for i in sentinels}
     return _splice(encode, _render_text(tokenizer, messages, sentinels, _options(encode, final)), spliced)
 
@@ -324,12 +365,21 @@ def _splice(encode: TextEncoder, text: str, spliced: dict[str, list[int]]) -> li
     return ids
 
 
+PLAIN_SEPARATOR = "\n\n"  # between a model without a chat template's turns (README, "GGUF files")
+
+
 def _render_plain(tokenizer: Any, messages: Sequence[Message], encode: TextEncoder) -> list[int]:
-    """A model without a chat template continues plain text: bos, then every message's ids."""
+    """A model without a chat template continues plain text: bos, the first message, then each
+    message after it. A reply continues the text it answers directly (that is what such a model
+    does); any other message starts after `PLAIN_SEPARATOR`, so a new question is never glued
+    to the end of the last reply ("...the capital of France isAnd Italy?")."""
     bos = getattr(tokenizer, "bos_token_id", None)
     ids: list[int] = [bos] if bos is not None else []
     first = messages[0]
     ids.extend(encode(first.text) if first.token_ids is None else first.token_ids)
     for message in messages[1:]:
-        ids.extend(message_ids(encode, message))
+        if message.role == "assistant":
+            ids.extend(message_ids(encode, message))
+        else:
+            ids.extend(encode.continued(PLAIN_SEPARATOR + message.text))
     return ids

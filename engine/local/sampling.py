@@ -15,28 +15,28 @@ Chain: penalties -> temperature -> top-k -> top-p -> min-p -> draw. How each fil
 - **min-p** keeps tokens with ``p >= min_p * p_max``, relative to the most likely token. The most
   likely token survives every filter, so this equals min-p on the renormalised output of top-p.
 - the draw is an inverse-CDF draw from one uniform number, made on the host by a generator seeded
-  per turn and passed in as an array: cheap (MLX's key split and uniform cost ~70 us per token on
-  a CPU), and the same seed with the same parameters reproduces the same tokens.
+  per turn and passed in as an array: cheap (MLX's key split and uniform would add graph nodes
+  to every token), and the same seed with the same parameters reproduces the same tokens.
 
-Why it is fast (this runs once per token): a full-vocabulary sort costs 12-20 ms on a CPU at a
-152k vocabulary. Instead the top ``M`` tokens are selected with ``argpartition`` and only they are
-sorted. With top-k on, ``M >= k`` covers every kept token, so the whole filter-and-draw works on
-``M`` values. Without top-k, top-p reads its threshold off the top ``M`` whenever their mass reaches
-``top_p`` (nearly always) and otherwise off an exact full sort. MLX has no lazy branch, so the full
-sort is always in the graph, but it sorts an all-zero array when the short list was enough, which
-is several times cheaper than sorting real values. Every switched-off filter is left out of the
-graph. On a GPU the core is traced by `mx.compile` once per *structure* (greedy or not, which
-filters are on, N, the size bucket of M): parameter values are array inputs, so changing them
-never recompiles. On a CPU only small elementwise kernels shared by every plan are compiled (the
-exponential, the entropy terms; see `_compile_by_default`).
+Why it is fast (this runs once per token): a full-vocabulary sort is the most expensive thing a
+token could do on a CPU at a large vocabulary. Instead the top ``M`` tokens are selected with
+``argpartition`` and only they are sorted. With top-k on, ``M >= k`` covers every kept token, so
+the whole filter-and-draw works on ``M`` values. Without top-k, top-p reads its threshold off the
+top ``M`` whenever their mass reaches ``top_p`` (nearly always) and otherwise off an exact full
+sort. MLX has no lazy branch, so the full sort is always in the graph, but it sorts an all-zero
+array when the short list was enough, which is several times cheaper than sorting real values.
+Every switched-off filter is left out of the graph. On a GPU the core is traced by `mx.compile`
+once per *structure* (greedy or not, which filters are on, N, the size bucket of M): parameter
+values are array inputs, so changing them never recompiles. On a CPU only small elementwise
+kernels shared by every plan are compiled (the exponential, the entropy terms; see
+`_compile_by_default`).
 
-On a CPU the other cost is the graph itself: the engine thread spends ~5-10 us handing each MLX
-node to the stream thread, which computes meanwhile, so for small models a token costs about
+On a CPU the other cost is the graph itself: the engine thread spends microseconds handing each
+MLX node to the stream thread, which computes meanwhile, so for small models a token costs about
 its node count. Hence scalars are (1,) arrays (0-d ones add squeeze/expand/broadcast nodes),
 gathers are single `take_along_axis` nodes, and up to `SMALL_VOCAB` tokens the vocabulary is
-sorted whole (no short list, no fallback) with `mx.exp`: 122 nodes became 57 for top-p with 10
-candidates, and at a 4,096 vocabulary the sampler's share of a decode step fell from ~1.2 ms to
-~0.65 ms (BENCHMARKS.md).
+sorted whole (no short list, no fallback) with `mx.exp`, which roughly halves a small
+vocabulary's node count (the numbers: docs/benchmarks-history.md).
 """
 
 from __future__ import annotations
@@ -49,14 +49,16 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import mlx.core as mx
+import numpy as np
 
 from engine.core.api import SamplingParams
+from engine.local.chain import ExtendedChain, TokenVocab, needs_extended, packed_row
 from engine.local.penalties import make_penalties
 
 # Short-list size for top-p without top-k: the share of steps needing the full sort shrinks with it.
 TOP_P_SHORTLIST = 1024
 # Up to this vocabulary top-p sorts the whole vocabulary (no short list, no fallback) and `mx.exp`
-# replaces the compiled `exp`: on a CPU, building a step's graph costs ~5-10 us per MLX node while
+# replaces the compiled `exp`: on a CPU, building a step's graph costs microseconds per MLX node while
 # the stream thread computes in parallel, so for small vocabularies fewer nodes beat less compute.
 SMALL_VOCAB = 8192
 HEADER = 5  # chosen_id, chosen_logprob, chosen_sampled_prob, rank, entropy
@@ -84,6 +86,8 @@ class Plan(NamedTuple):
     candidates: int
     shortlist: int  # M: how many best tokens are partially sorted; 0 = none needed
     vocab: int
+    scaled_top_p: bool = True  # top-p reads the temperature-scaled distribution (temperature comes first)
+    scaled_min_p: bool = True  # min-p likewise
 
 
 Exp = Callable[[mx.array], mx.array]
@@ -103,9 +107,9 @@ def _exp_for(plan: "Plan", exp: Exp) -> Exp:
     """The exp to use: one MLX node for small vocabularies, else the sampler's `exp`.
 
     Every exponent in this module is a logit minus the maximum, so <= 0. On a CPU the engine
-    passes the speed layer's `exp_nonpositive` (MLX's CPU `exp` is scalar code, ~2 ms for 152k
-    values, the largest cost of a token; that compiled one is ~4x faster and accurate to ~3e-7,
-    and its kernels are shared by every plan); elsewhere it is MLX's own `exp`.
+    passes the speed layer's `exp_nonpositive` (MLX's CPU `exp` is scalar code, the largest cost
+    of a token at a large vocabulary; that compiled one is several times faster, accurate to
+    ~3e-7 relative, and its kernels are shared by every plan); elsewhere it is MLX's own `exp`.
     """
     return mx.exp if plan.vocab <= SMALL_VOCAB else exp
 
@@ -127,7 +131,14 @@ def make_plan(params: SamplingParams, vocab: int) -> Plan:
         need = max(need, _bucket(params.top_k))
     elif top_p:
         need = max(need, TOP_P_SHORTLIST if vocab > SMALL_VOCAB else vocab)
-    return Plan(greedy, top_k, top_p, min_p, n, min(need, vocab), vocab)
+    order = params.samplers
+    scaled_top_p = order.index("temperature") < order.index("top_p")
+    scaled_min_p = order.index("temperature") < order.index("min_p")
+    if not top_p:  # a filter that is off follows the other, so one threshold serves (fewer nodes)
+        scaled_top_p = scaled_min_p
+    elif not min_p:
+        scaled_min_p = scaled_top_p
+    return Plan(greedy, top_k, top_p, min_p, n, min(need, vocab), vocab, scaled_top_p, scaled_min_p)
 
 
 def _shortlist(raw: mx.array, size: int) -> mx.array:
@@ -145,7 +156,7 @@ def _at(values: mx.array, index: mx.array) -> mx.array:
 
 
 # Scalars inside the graph are (1,)-shaped: slices (`a[-1:]`) and `keepdims` reductions keep them
-# so, and a (1,) index gathers a (1,) value. Each MLX op has a fixed cost on a CPU (~5 us), and
+# so, and a (1,) index gathers a (1,) value. Each MLX op has a fixed cost on a CPU, and
 # 0-d scalars would add a squeeze or expand node around most of them.
 
 
@@ -182,32 +193,53 @@ def _draw_shortlist(
     x_list: mx.array, u: mx.array, inv_temp: mx.array, top_k: mx.array, top_p: mx.array,
     min_p: mx.array, plan: Plan, exp: Exp,
 ) -> tuple[mx.array, mx.array]:
-    """Top-k is on: filter and draw among the short list. Returns (position (1,), sampled probs)."""
+    """Top-k is on: filter and draw among the short list. Returns (position (1,), sampled probs).
+
+    Top-p and min-p read the distribution at temperature 1 when the order puts the temperature
+    after them (`Plan.scaled_top_p`); temperature is monotone, so only their thresholds move."""
     w = _exp_for(plan, exp)((x_list - x_list[:1]) * inv_temp)  # p / p_max, best first
+    reads_t1 = (plan.top_p and not plan.scaled_top_p) or (plan.min_p and not plan.scaled_min_p)
+    unscaled = _exp_for(plan, exp)(x_list - x_list[:1]) if reads_t1 else w
     keep = mx.arange(w.shape[0]) < top_k
     if plan.top_p:
-        cum = mx.cumsum(mx.where(keep, w, 0.0))
+        v = w if plan.scaled_top_p else unscaled
+        cum = mx.cumsum(mx.where(keep, v, 0.0))
         crossing = mx.sum(cum < top_p * cum[-1:], keepdims=True)
-        keep = keep & (w >= _at(w, mx.minimum(crossing, w.shape[0] - 1)))
+        keep = keep & (v >= _at(v, mx.minimum(crossing, w.shape[0] - 1)))
     if plan.min_p:
-        keep = keep & (w >= min_p)
+        keep = keep & ((w if plan.scaled_min_p else unscaled) >= min_p)
     q = mx.where(keep, w, 0.0)
     return _inverse_cdf(q, u), q / mx.sum(q, keepdims=True)
 
 
 def _draw_full(
-    xm: mx.array, u: mx.array, ids: mx.array | None, inv_temp: mx.array, top_p: mx.array,
+    xm: mx.array, e: mx.array, u: mx.array, ids: mx.array | None, inv_temp: mx.array, top_p: mx.array,
     min_p: mx.array, plan: Plan, exp: Exp,
 ) -> tuple[mx.array, mx.array]:
-    """No top-k: filter and draw over the whole vocabulary. Returns (token id (1,), sampled probs)."""
+    """No top-k: filter and draw over the whole vocabulary. Returns (token id (1,), sampled probs).
+
+    `e` is ``p / p_max`` at temperature 1: what top-p and min-p read when the order puts the
+    temperature after them. With both on the same side one threshold serves both, as before."""
     es = _exp_for(plan, exp)(xm * inv_temp)  # p / p_max of the temperature-scaled distribution
-    threshold = None
-    if plan.top_p:
-        assert ids is not None
-        threshold = _top_p_threshold(es, ids, top_p, plan)
-    if plan.min_p:
-        threshold = min_p if threshold is None else mx.maximum(threshold, min_p)
-    q = es if threshold is None else mx.where(es >= threshold, es, 0.0)
+    if plan.scaled_top_p == plan.scaled_min_p:
+        source = es if plan.scaled_top_p else e
+        threshold = None
+        if plan.top_p:
+            assert ids is not None
+            threshold = _top_p_threshold(source, ids, top_p, plan)
+        if plan.min_p:
+            threshold = min_p if threshold is None else mx.maximum(threshold, min_p)
+        q = es if threshold is None else mx.where(source >= threshold, es, 0.0)
+    else:
+        keep = None
+        if plan.top_p:
+            assert ids is not None
+            source = es if plan.scaled_top_p else e
+            keep = source >= _top_p_threshold(source, ids, top_p, plan)
+        if plan.min_p:
+            kept = (es if plan.scaled_min_p else e) >= min_p
+            keep = kept if keep is None else keep & kept
+        q = es if keep is None else mx.where(keep, es, 0.0)
     return _inverse_cdf(q, u), q / mx.sum(q, keepdims=True)
 
 
@@ -245,7 +277,7 @@ def build_graph(
         pos, probs = _draw_shortlist(_at(x, ids), u, inv_temp, top_k, top_p, min_p, plan, exp)
         token, chosen_sp, cand_sp = _at(ids, pos), _at(probs, pos), probs[: plan.candidates]
     else:
-        token, probs = _draw_full(xm, u, ids, inv_temp, top_p, min_p, plan, exp)
+        token, probs = _draw_full(xm, e, u, ids, inv_temp, top_p, min_p, plan, exp)
         chosen_sp, cand_sp = _at(probs, token), _at(probs, cand)
     chosen = _at(raw, token)
     rank = mx.sum(raw > chosen, keepdims=True) + 1
@@ -273,9 +305,10 @@ def _compile_by_default() -> bool:
     """Compile the whole core on a GPU only.
 
     On a GPU the trace is built in milliseconds and fusing saves dozens of kernel launches per
-    token. MLX's CPU backend instead builds each fused kernel with a C++ compiler (~1 s apiece,
-    3-6 per plan, cached under the temp dir): a first token or a toggled filter would stall for
-    seconds to save ~0.1-0.5 ms per token, so there only small shared elementwise kernels are compiled.
+    token. MLX's CPU backend instead builds each fused kernel with a C++ compiler (several per
+    plan, cached under the temp dir): a first token or a toggled filter would stall for seconds
+    to save a fraction of a millisecond per token, so there only small shared elementwise kernels
+    are compiled.
     """
     return mx.default_device().type == mx.DeviceType.gpu
 
@@ -299,15 +332,18 @@ class LiveSampler:
 
     def __init__(
         self, vocab_size: int, params: SamplingParams, seed: int | None, *, compiled: bool | None = None,
-        exp: Callable[[mx.array], mx.array] = mx.exp,
+        exp: Callable[[mx.array], mx.array] = mx.exp, vocab: TokenVocab | None = None,
     ) -> None:
         """`compiled`: trace the core with `mx.compile` (None: see `_compile_by_default`); `exp`:
-        the exponential for non-positive exponents (the CPU speed layer passes a faster one)."""
+        the exponential for non-positive exponents (the CPU speed layer passes a faster one);
+        `vocab`: the tokenizer's view DRY's sequence breakers need (None: no breakers)."""
         self.vocab_size = vocab_size
         use_compile = _compile_by_default() if compiled is None else compiled
         self._core = _compiled_core(exp) if use_compile else functools.partial(_core, exp=exp)
         self.seed = turn_seed(seed)
         self._uniform = random.Random(self.seed)
+        self._vocab = vocab
+        self._chain: ExtendedChain | None = None  # made when a stage beyond the classic graph is first on
         self.set_params(params)
 
     def set_params(self, params: SamplingParams) -> None:
@@ -320,10 +356,18 @@ class LiveSampler:
         self._top_p = mx.array([params.top_p], dtype=mx.float32)
         self._min_p = mx.array([params.min_p], dtype=mx.float32)
         self._penalties = make_penalties(params)
+        self.extended = needs_extended(params)
+        if self.extended and self._chain is None:
+            self._chain = ExtendedChain(params, self.vocab_size, self.seed, self._vocab)
+        elif self._chain is not None:
+            self._chain.set_params(params)  # kept while off too: mirostat's mu lives on
 
     @property
     def uses_context(self) -> bool:
-        """Whether `step` reads `context` (only the penalties do), so callers can skip building it."""
+        """Whether `step` reads `context` (the penalties, DRY), so callers can skip building it."""
+        if self.extended:
+            assert self._chain is not None
+            return self._chain.uses_context
         return self._penalties is not None
 
     def step(self, logits: mx.array, context: mx.array | None) -> tuple[mx.array, mx.array]:
@@ -334,6 +378,8 @@ class LiveSampler:
         Row layout: [id, logprob, sampled_prob, rank, entropy, ids(N), logprobs(N), sampled(N)],
         N = min(candidates, vocab).
         """
+        if self.extended:
+            return self._extended_step(logits, context)
         x = logits.astype(mx.float32).reshape(-1)
         if self._penalties is not None:
             assert context is not None, "penalties need the context (see `uses_context`)"
@@ -342,6 +388,16 @@ class LiveSampler:
         return self._core(
             x, u, self._inv_temp, self._top_k, self._top_p, self._min_p, plan=self.plan
         )
+
+    def _extended_step(self, logits: mx.array, context: mx.array | None) -> tuple[mx.array, mx.array]:
+        """The extended chain (`engine.local.chain`) on the host: the logits are read back now
+        (no pipelining while such a stage is on), the token and the row go back as arrays."""
+        assert self._chain is not None
+        x = np.array(logits.astype(mx.float32).reshape(-1))
+        ids = None if context is None else np.array(context).reshape(-1)
+        draw = self._chain.choose(x, ids, next_uniform(self._uniform))
+        row = packed_row(draw, self.params.candidates)
+        return mx.array([draw.token], dtype=mx.int32), mx.array(row, dtype=mx.float32)
 
     @staticmethod
     def unpack(row: list[float], n_candidates: int) -> TokenStats:

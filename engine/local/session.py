@@ -12,15 +12,18 @@ Runs on the engine thread only (it imports MLX).
 
 from __future__ import annotations
 
+import functools
 from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
+from engine.local.chain import TokenVocab
 from engine.local.lastrow import LastRowHead
-from engine.local.loaders import ModelRuntime
-from engine.local.prompt import TextEncoder, common_prefix_len
+from engine.core.api import Message
+from engine.local.loaders import ModelRuntime, vocab_size
+from engine.local.prompt import TextEncoder, admitted_ids, common_prefix_len
 from engine.local.snapshots import CacheSnapshots, wraps_within
 from engine.local.textstream import PieceCache
 
@@ -32,12 +35,14 @@ class Session:
 
     def __init__(
         self, model: Any, tokenizer: Any, context_limit: int, stream: mx.Stream, last_row: LastRowHead | None = None,
-        *, sampler_exp: Callable[[mx.array], mx.array] = mx.exp,
+        *, sampler_exp: Callable[[mx.array], mx.array] = mx.exp, vocab: int | None = None,
     ) -> None:
         """`context_limit` is already capped by the caller's maximum; the cache starts empty.
         `last_row` restricts the model's output head to the last position (`engine.local.lastrow`);
-        `sampler_exp` is the exponential each turn's sampler uses (the CPU speed layer's is faster)."""
+        `sampler_exp` is the exponential each turn's sampler uses (the CPU speed layer's is faster);
+        `vocab`, the rows of the embedding table (default: `engine.local.loaders.vocab_size`)."""
         self.model = model
+        self.vocab_size = vocab if vocab is not None else vocab_size(model, tokenizer)
         self.sampler_exp = sampler_exp
         self.last_row = last_row
         self.tokenizer = tokenizer
@@ -53,6 +58,19 @@ class Session:
         # makes each turn's decoder from (session, control); None: `engine.local.turn`'s MLX one
         self.decoder_factory: Callable[..., Any] | None = None
         self.runtime = ModelRuntime()  # what this kind of model does differently (engine.local.loaders)
+
+    def prompt(self, messages: Sequence[Message], continue_last: bool, thinking: bool | None = None) -> list[int]:
+        """The ids a turn, branch, preview row or warm-up feeds for `messages`: rendered with this
+        session's encoder and checked, every one, against the embedding (`admitted_ids`)."""
+        return admitted_ids(self.tokenizer, messages, continue_last, self.vocab_size, self.encode, thinking)
+
+    @functools.cached_property
+    def token_vocab(self) -> TokenVocab:
+        """The tokenizer as DRY's sequence breakers read it: each id's bytes, and a breaker's tail
+        tokenized without special tokens (llama.cpp's ``get_overlapping_token_sequences``)."""
+        tokenizer = self.tokenizer
+        return TokenVocab(len(tokenizer), self.pieces.token_bytes,
+                          lambda text: list(tokenizer.encode(text, add_special_tokens=False)))
 
     def reuse_prefix(self, prompt: Sequence[int]) -> int:
         """Cut the cache back to what `prompt` shares with it; returns how many ids are reused.
@@ -110,7 +128,7 @@ class Session:
         Why: mlx-lm's `KVCache` grows its buffers 256 positions at a time, by copying the whole
         cache into a bigger one inside the forward pass that overflows it. When that pass is the
         next turn's prefill, the copy lands on the time to first token: a 39-token follow-up over
-        1,000 cached positions of the 30M bench model took 49 ms instead of 34 (BENCHMARKS.md). Called
+        1,000 cached positions of the 30M bench model took 49 ms instead of 34 (docs/benchmarks-history.md). Called
         while the engine is idle (`engine.local.warmup`), the copy happens before the user presses
         Enter. Only plain `KVCache` layers are grown: the layout of other caches is theirs.
         """

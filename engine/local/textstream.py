@@ -64,10 +64,12 @@ class _ByteStream:
     """
 
     def __init__(self, tokenizer: Any) -> None:
-        self._to_bytes = _byte_reader(tokenizer)
-        detokenizer = tokenizer.detokenizer
+        self._to_bytes = _byte_reader(tokenizer, in_text=True)
+        detokenizer = getattr(tokenizer, "detokenizer", None)
         self._once = isinstance(detokenizer, BPEStreamingDetokenizer)
         self._trim = self._once or bool(getattr(detokenizer, "trim_space", True))
+        if getattr(tokenizer, "keeps_leading_space", False):  # llama.cpp's text (engine.gguf.tokenizer)
+            self._trim = False
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="backslashreplace")
         self.text = ""
         self._shown = 0  # how much of `text` earlier segments returned
@@ -111,8 +113,10 @@ class _MlxStream:
 
 
 def _reads_bytes(tokenizer: Any) -> bool:
-    """Whether each token's bytes are known exactly (byte-level BPE, SentencePiece)."""
-    return isinstance(tokenizer.detokenizer, (BPEStreamingDetokenizer, SPMStreamingDetokenizer))
+    """Whether each token's bytes are known exactly (byte-level BPE, SentencePiece, or a
+    tokenizer that says them itself: llama.cpp's, `engine.gguf.tokenizer`)."""
+    return hasattr(tokenizer, "piece_bytes") or isinstance(
+        tokenizer.detokenizer, (BPEStreamingDetokenizer, SPMStreamingDetokenizer))
 
 
 class PieceCache:
@@ -123,6 +127,10 @@ class PieceCache:
         self._to_bytes = _byte_reader(tokenizer)
         self._pieces: dict[int, str] = {}
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The token's raw bytes (what DRY's sequence breakers are matched against)."""
+        return self._to_bytes(token_id)
+
     def __call__(self, token_id: int) -> str:
         """The token alone; bytes that are not a whole UTF-8 character show as ``\\xNN``."""
         piece = self._pieces.get(token_id)
@@ -132,12 +140,17 @@ class PieceCache:
         return piece
 
 
-def _byte_reader(tokenizer: Any) -> Callable[[int], bytes]:
+def _byte_reader(tokenizer: Any, in_text: bool = False) -> Callable[[int], bytes]:
     """How to get one token's raw bytes for this kind of tokenizer.
 
-    Byte-level BPE and SentencePiece vocabularies say exactly which bytes a token holds; for any
-    other tokenizer, decoding the id alone is the best available answer.
+    A tokenizer that says each token's bytes itself (llama.cpp's, `engine.gguf.tokenizer`) is
+    asked: `in_text` (a reply's text) leaves control tokens out, as llama.cpp's text does, while
+    the inspector shows them by name. Byte-level BPE and SentencePiece vocabularies say exactly
+    which bytes a token holds; for any other tokenizer, decoding the id alone is the best
+    available answer.
     """
+    if hasattr(tokenizer, "piece_bytes"):
+        return tokenizer.text_bytes if in_text else tokenizer.piece_bytes
     detokenizer = tokenizer.detokenizer
     size = len(tokenizer)
     if isinstance(detokenizer, BPEStreamingDetokenizer):

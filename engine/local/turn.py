@@ -30,7 +30,8 @@ from engine.core.api import (
     TurnControl,
     TurnFinished,
 )
-from engine.local.prompt import message_ids, render_prompt
+from engine.local.chain import recent_ids
+from engine.local.prompt import message_ids
 from engine.local.sampling import LiveSampler, TokenStats, logits_were_numbers
 from engine.local.session import Session
 from engine.local.textstream import ReplyText
@@ -82,7 +83,8 @@ class _Decoder:
         logits = self.session.forward(fed)
         params = self.control.params
         if self.sampler is None:
-            self.sampler = LiveSampler(logits.shape[-1], params, params.seed, exp=self.session.sampler_exp)
+            self.sampler = LiveSampler(logits.shape[-1], params, params.seed, exp=self.session.sampler_exp,
+                                       vocab=self.session.token_vocab)
         elif params is not self.params:
             self.sampler.set_params(params)
         self.params = params
@@ -100,8 +102,7 @@ class _Decoder:
         assert self.sampler is not None
         if not self.sampler.uses_context:
             return None
-        window = params.repetition_context_size
-        recent = self.session.tokens[-window:] if window else []
+        recent = recent_ids(self.session.tokens, params)  # the penalties' and DRY's window
         return mx.concatenate([mx.array(recent, dtype=mx.int32), fed])  # the penalties keep the window
 
 
@@ -110,8 +111,7 @@ def run_turn(
 ) -> TurnFinished:
     """Generate one reply, emitting a TokenEvent per token; returns the closing TurnFinished."""
     started = time.perf_counter()
-    prompt = render_prompt(session.tokenizer, request.messages, request.continue_last, session.encode,
-                           request.thinking)
+    prompt = session.prompt(request.messages, request.continue_last, request.thinking)
     _check_fits(len(prompt), session.context_limit)
     prefix = message_ids(session.encode, request.messages[-1]) if request.continue_last else []
     reused = session.reuse_prefix(prompt)

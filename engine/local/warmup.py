@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import mlx.core as mx
 
 from engine.core.api import Message
-from engine.local.prompt import common_prefix_len, render_prompt
+from engine.local.prompt import common_prefix_len
 from engine.local.session import Session
 
 WARM_CHUNK = 256  # tokens per pass: a command arriving meanwhile waits at most one such pass
@@ -38,8 +38,8 @@ def shared_prefix(
     """The ids the prompt of any next user message that starts with `draft` starts with (empty
     when that cannot be rendered), rendered with the next turn's `thinking` switch."""
     try:
-        one, other = (render_prompt(session.tokenizer, (*messages, Message("user", draft + probe)), False,
-                                    session.encode, thinking) for probe in _PROBES)
+        one, other = (session.prompt((*messages, Message("user", draft + probe)), False, thinking)
+                      for probe in _PROBES)
     except Exception:  # noqa: BLE001 - a template refusing the probe (two user messages in a row, say):
         return []  # nothing to foresee; the turn itself will render and report what is wrong
     return one[: common_prefix_len(one, other)]

@@ -14,7 +14,6 @@ import atexit
 import queue
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -23,7 +22,6 @@ from engine.core.api import (
     EngineError,
     ModelInfo,
     ModelLoadError,
-    check_token_ids,
 )
 from engine.local.commands import (
     Command,
@@ -34,8 +32,10 @@ from engine.local.commands import (
     PreviewCommand,
     StopCommand,
 )
-from engine.local.loaders import MlxLoader, ModelLoader, vocab_size
+from engine.local.loaders import MlxLoader, ModelLoader
+from engine.local.options import EngineOptions
 from engine.core.text import clipped, error_line as one_line
+from engine.core.outside_logs import route_outside_logs
 from engine.local.watchdog import Watchdog, bound_template
 
 if TYPE_CHECKING:
@@ -43,22 +43,6 @@ if TYPE_CHECKING:
     from engine.local.session import Session
 
 CLOSE_WAIT_S = 2.0  # the longest closing waits for the engine thread (a daemon: it cannot hold the exit)
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How the engine thread sets MLX up; fixed for the thread's life.
-
-    `fast_blas` must be decided before MLX is imported (see `engine.cpu.blas`), which is why it is
-    an option of the thread rather than of a model load.
-    """
-
-    max_context: int = 0  # cap below the model's own context; 0 = the model's limit
-    fast_blas: bool = True  # preload OpenBLAS on Linux CPUs (engine.cpu.blas)
-    compute_dtype: str = "auto"  # see engine.local.precision.choose_compute_dtype
-    fast_layers: bool = True  # CPU prompt attention and SwiGLU, fused RoPE and RMSNorm (engine.cpu.routing)
-    kv_cache_dir: str = ""  # keep recent histories' KV caches here (engine.local.kvdisk); "" = off
-    kv_cache_mb: int = 2048  # the size cap of that folder
 
 
 class EngineWorker:
@@ -122,6 +106,7 @@ class EngineWorker:
             from engine.local.backend import speed_layer  # before this thread imports MLX
 
             self._speed = speed_layer(self._options.fast_blas, self._options.fast_layers)
+            _import_for_load()
             self._serve()
         except BaseException as exc:  # noqa: BLE001 - reported to every caller, never swallowed
             self._die(exc)
@@ -172,6 +157,7 @@ class EngineWorker:
 
             speed = self._speed
             assert speed is not None  # set before the first command is read
+            route_outside_logs()  # what transformers says while loading is our one line
             loader = next(loader for loader in self._loaders if loader.accepts(command.spec))
             parts = loader.load(command, LoadContext(self._options, speed, first_load=not self._told_blas))
             self._watchdog = self._watchdog or Watchdog()
@@ -187,6 +173,8 @@ class EngineWorker:
                 old.runtime.close()
             if parts.disk_key is not None:
                 session.disk = self._disk_cache(*parts.disk_key)
+            elif parts.disk_cache is not None and self._options.kv_cache_dir:
+                session.disk = parts.disk_cache(Path(self._options.kv_cache_dir), self._options.kv_cache_mb * 2**20)
             command.sink(parts.info)
             self._told_blas = True
             if parts.after_load is not None:
@@ -242,7 +230,6 @@ class EngineWorker:
             if session is not None:
                 from engine.local.warmup import warm_cache
 
-                check_token_ids(command.messages, vocab_size(session.model, session.tokenizer))
                 warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft,
                                     command.thinking)
         except EngineError:  # ids this model cannot take: the turn itself will say so
@@ -257,14 +244,10 @@ class EngineWorker:
         if session is None:
             command.sink(EngineError(NO_MODEL))
             return
-        refusal = session.runtime.preview_refusal()
-        if refusal:
-            command.sink(EngineError(refusal))
-            return
         try:
             from engine.local.preview import check_request, run_preview
 
-            check_request(command.request, vocab_size(session.model, session.tokenizer))
+            check_request(command.request, session.vocab_size)
             def stop() -> bool:
                 """Give way to any queued command (a turn starts within one decode step)."""
                 return command.cancelled.is_set() or not self._commands.empty()
@@ -283,7 +266,6 @@ class EngineWorker:
         try:
             from engine.local.turn import run_turn
 
-            check_token_ids(command.request.messages, vocab_size(session.model, session.tokenizer))
             sink, flush = session.runtime.turn_sink(command.sink)
             try:
                 sink(run_turn(session, command.request, command.control, sink))
@@ -302,6 +284,20 @@ def _refuse(command: Command, error: EngineError) -> None:
         command.done(0)
     elif not isinstance(command, StopCommand):
         command.sink(error)
+
+
+def _import_for_load() -> None:
+    """Import what every model load needs (MLX, mlx-lm and, through it, transformers: seconds)
+    when the thread starts, transformers' import table from the cache folder after the first
+    run (`engine.local.importcache`: the hook must be in before transformers is imported)."""
+    from engine.core.settings.paths import cache_dir
+    from engine.local import importcache
+
+    importcache.install(cache_dir() / "imports")
+    import engine.local.loaders  # noqa: F401 - for the import itself
+    import engine.local.session  # noqa: F401
+    import engine.models  # noqa: F401
+    import mlx_lm.utils  # noqa: F401
 
 
 def _tear_down(session: Session | None) -> None:

@@ -14,6 +14,8 @@ import struct
 from pathlib import Path
 from typing import BinaryIO
 
+from engine.core.regular import open_regular
+
 SUFFIX = ".gguf"
 # ``owner/repo/file.gguf`` or ``owner/repo/folder/file.gguf``: a file in a Hugging Face repo
 HUB_FILE = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)/((?:[\w.-]+/)*[^/]+\.gguf)", re.IGNORECASE)
@@ -25,7 +27,7 @@ FILE_TYPES = {  # llama.cpp's LLAMA_FTYPE_MOSTLY_* (gguf.LlamaFileType)
     12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
     19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
     26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
-    36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
+    36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE", 39: "NVFP4", 40: "Q1_0", 41: "Q2_0",
 }
 FOLDER_LIMIT = 200  # files listed from one folder: a typed path must not flood the picker
 _SCALARS = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value type -> bytes
@@ -80,7 +82,7 @@ def quantization(path: Path) -> str:
 def header_file_type(path: Path) -> int:
     """``general.file_type`` from the file's header, or -1 (not GGUF v2+, key absent, unreadable)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             return _find_file_type(handle)
     except (OSError, struct.error, ValueError, UnicodeDecodeError):
         return -1

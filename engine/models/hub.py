@@ -27,6 +27,7 @@ from engine.models.download import ALLOW_PATTERNS, Report, download_model, one_l
 from engine.models.download import download_error as _download_error  # noqa: F401 - the tests' old names
 from engine.models.download import progress_class as _progress_class  # noqa: F401
 from engine.core.settings.files import read_regular_text
+from engine.core.regular import NotRegularFile, first_irregular, open_regular
 from engine.core.settings.paths import state_dir
 
 DEMO_SPEC = "demo"
@@ -131,7 +132,7 @@ def read_config(folder: Path, name: str) -> dict[str, Any]:
             raise _not_mlx(name)
         raise ModelLoadError(f"{name} is not a model folder (no config.json in {folder})")
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
+        config = json.loads(read_regular_text(config_file))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ModelLoadError(f"{name}: config.json is unreadable ({one_line(error)})") from error
     if not isinstance(config, dict):
@@ -142,6 +143,10 @@ def read_config(folder: Path, name: str) -> dict[str, Any]:
 def check_model_folder(folder: Path, name: str, *, trust_remote_code: bool) -> dict[str, Any]:
     """Everything that can be checked without MLX: config, architecture, weights, tokenizer."""
     config = read_config(folder, name)
+    odd = first_irregular(folder)
+    if odd is not None:  # mlx-lm and transformers open what they find: a FIFO there hangs the load
+        raise ModelLoadError(f"{name}: {odd.name} is {NotRegularFile(odd, odd.stat().st_mode).strerror}: "
+                             "a model folder holds only files and folders")
     model_file = config.get("model_file")
     if model_file is not None and not trust_remote_code:
         raise ModelLoadError(
@@ -172,7 +177,7 @@ def check_weights(folder: Path, name: str) -> None:
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
-            shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
+            shards = set(json.loads(read_regular_text(index)).get("weight_map", {}).values())
         except (OSError, ValueError, AttributeError) as error:
             raise ModelLoadError(f"{name}: model.safetensors.index.json is unreadable ({one_line(error)})") from error
         missing = sorted(s for s in shards if not (folder / s).is_file())
@@ -189,8 +194,12 @@ def check_safetensors(file: Path, name: str) -> None:
 
     Checking that the sizes add up catches an interrupted download or copy before MLX reads it.
     """
-    size = file.stat().st_size
-    with open(file, "rb") as f:
+    try:
+        f = open_regular(file)
+    except OSError as error:
+        raise ModelLoadError(f"{name}: cannot read weight file {file.name} ({one_line(error)})") from error
+    size = os.fstat(f.fileno()).st_size
+    with f:
         head = f.read(8)
         if head.startswith(b"version "):
             raise ModelLoadError(f"{name}: {file.name} is a Git LFS pointer, not the weights; run `git lfs pull`")

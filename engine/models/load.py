@@ -16,11 +16,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from engine.core.api import LoadProgress, ModelLoadError
+from engine.core.regular import open_regular, read_regular_bytes, read_regular_text
 from engine.models.hub import check_model_folder, one_line, resolve_model
 
 # The GPT-4 (cl100k) split pattern; transformers' TikTokenConverter uses the same default.
@@ -28,6 +33,7 @@ DEFAULT_TIKTOKEN_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+_GLOB_MAGIC = re.compile(r"[*?\[]")  # what glob.glob reads as a pattern (glob.has_magic's set)
 _PROBE = "Hello, world! It's 2024: naïve café, 你好世界, こんにちは 🙂🚀\n\tdef f(x):  return x**2 \r\n"
 
 
@@ -62,13 +68,53 @@ def load_model(
 
 
 def _load_weights(path: Path, name: str, trust_remote_code: bool) -> tuple[Any, dict[str, Any]]:
-    """mlx-lm's own loader (quantization, sanitising, remapping), with its errors made one line."""
+    """mlx-lm's own loader (quantization, sanitising, remapping), with its errors made one line,
+    and the RoPE settings a config keeps where mlx-lm does not look mapped first (`rope_fields`)."""
     from mlx_lm.utils import load_model as mlx_load_model
 
+    mapped = rope_fields(path, name)
     try:
-        return mlx_load_model(path, lazy=False, trust_remote_code=trust_remote_code)
+        with literal_folder(path) as folder:
+            return mlx_load_model(folder, lazy=False, model_config=mapped or None, trust_remote_code=trust_remote_code)
     except Exception as error:  # shape mismatches, missing tensors, bad quantization, ...
         raise ModelLoadError(f"cannot load {name}: {one_line(error)}") from error
+
+
+@contextmanager
+def literal_folder(path: Path) -> Iterator[Path]:
+    """`path`, or, while its name holds glob characters (``*?[``), a link to it whose name does not.
+
+    mlx-lm finds the weights with ``glob.glob(str(folder / "model*.safetensors"))``, which reads
+    a folder named ``run[ab]`` as a pattern too: such a folder had "No safetensors". mlx-lm
+    cannot be told to escape it, so it is given a plain name for the same folder: a symlink in
+    a private temporary folder, removed after the load.
+    """
+    if not _GLOB_MAGIC.search(str(path)):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="logitscope-model-") as scratch:
+        link = Path(scratch) / "model"
+        link.symlink_to(path.resolve(), target_is_directory=True)
+        yield link if not _GLOB_MAGIC.search(str(link)) else path
+
+
+def rope_fields(path: Path, name: str) -> dict[str, Any]:
+    """The config keys that put ``rope_parameters`` (transformers 5) where mlx-lm's model reads
+    them (`engine.models.ropeconfig`); one line when they cannot be mapped. {} when the config
+    needs nothing, or mlx-lm has no model for it (its own load then says so)."""
+    import dataclasses
+
+    from mlx_lm.utils import _get_classes, load_config
+
+    from engine.models.ropeconfig import overrides
+
+    try:
+        config = load_config(path)
+        _, args_class = _get_classes(config)
+    except Exception:  # noqa: BLE001 - an unknown family or a bad config: mlx-lm's load reports it
+        return {}
+    fields = {f.name for f in dataclasses.fields(args_class)} if dataclasses.is_dataclass(args_class) else set()
+    return overrides(config, fields, name)
 
 
 def load_tokenizer(path: Path, name: str, config: dict[str, Any], *, trust_remote_code: bool) -> Any:
@@ -101,7 +147,7 @@ def load_tokenizer(path: Path, name: str, config: dict[str, Any], *, trust_remot
 def _is_tiktoken_file(file: Path) -> bool:
     """A tiktoken BPE file is text lines of ``<base64 token> <rank>`` (a SentencePiece one is protobuf)."""
     try:
-        with open(file, "rb") as f:
+        with open_regular(file) as f:
             first = f.readline(4096).split()
         return len(first) == 2 and first[1].isdigit() and bool(base64.b64decode(first[0], validate=True))
     except (OSError, ValueError, binascii.Error):
@@ -119,7 +165,7 @@ def read_tiktoken_ranks(file: Path, name: str) -> dict[bytes, int]:
     a stale vocabulary if the file at that path changed."""
     ranks: dict[bytes, int] = {}
     try:
-        lines = file.read_bytes().splitlines()
+        lines = read_regular_bytes(file).splitlines()
     except OSError as error:
         raise ModelLoadError(f"{name}: cannot read {file.name} ({one_line(error)})") from error
     for number, line in enumerate(lines, 1):
@@ -205,7 +251,7 @@ def _tokenizer_config(folder: Path, name: str) -> dict[str, Any]:
     if not file.is_file():
         return {}
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(file))
     except (OSError, ValueError) as error:
         raise ModelLoadError(f"{name}: tokenizer_config.json is unreadable ({one_line(error)})") from error
     return data if isinstance(data, dict) else {}
@@ -215,6 +261,6 @@ def _chat_template(folder: Path, config: dict[str, Any]) -> str | None:
     """The chat template: a chat_template.jinja file wins over tokenizer_config.json (as in transformers)."""
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
+        return read_regular_text(jinja)
     template = config.get("chat_template")
     return template if isinstance(template, str) else None

@@ -19,4 +19,5 @@ def remote_engine(config: EngineConfig) -> RemoteEngine:
     names (read here, at start: the key is never written anywhere). Raises EngineError for a URL
     that is not one."""
     key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
-    return RemoteEngine(HttpOptions(normalise_url(config.server), key.strip(), config.timeout_s), config.tokenizer)
+    options = HttpOptions(normalise_url(config.server), key.strip(), config.timeout_s, config.turn_timeout_s)
+    return RemoteEngine(options, config.tokenizer)

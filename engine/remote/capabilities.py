@@ -1,6 +1,6 @@
 """Which server is on the other end, and so what it can give: asked once, when a model "loads".
 
-Each server fills the OpenAI-compatible API differently (see README, "Remote engines"); the
+Each server fills the OpenAI-compatible API differently (see docs/remote.md); the
 answers here decide how a turn is asked for, instead of guessing per request:
 
 | server | found by | streams logprobs | top-N limit | context limit from |
@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.core.api import ModelLoadError
 from engine.remote.http import HttpClient
+from engine.remote.wire import count
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ async def detect(client: HttpClient) -> Capabilities:
     models = tuple(e["id"] for e in entries)
     owners = {e.get("owned_by") for e in entries}
     if "vllm" in owners:
-        limit = max((e["max_model_len"] for e in entries if isinstance(e.get("max_model_len"), int)), default=0)
+        limit = max((count(e.get("max_model_len")) or 0 for e in entries), default=0)
         return Capabilities("vLLM", models, True, 20, limit, True)
     props = await client.get_json("/props")
     if "llamacpp" in owners or (isinstance(props, dict) and "default_generation_settings" in props):
@@ -56,4 +57,4 @@ async def detect(client: HttpClient) -> Capabilities:
 def _llama_context(props: Any) -> int:
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else 0
+    return count(n_ctx) or 0

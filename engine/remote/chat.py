@@ -31,7 +31,7 @@ from engine.remote.events import (
 )
 from engine.remote.http import HttpClient
 from engine.remote.tokens import ServerTokenizer
-from engine.remote.waiting import or_stopped, until
+from engine.remote.waiting import Deadline, or_stopped, until
 from engine.remote.wire import (
     TokenRecord,
     chat_messages,
@@ -69,6 +69,7 @@ class ChatTurn:
     tokenizer: ServerTokenizer | None  # when here: the text of ids the server sends bare
     wire_model: str
     cancel: asyncio.Event
+    deadline: Deadline | None = None  # the whole turn's (`RemoteEngine`: [engine] turn_timeout_s)
 
     async def run(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
         done = _Progress()
@@ -93,11 +94,16 @@ class ChatTurn:
                         done: _Progress) -> AsyncIterator[EngineEvent]:
         body.update(stream=True, stream_options={"include_usage": True})
         async with self.client.stream("/v1/chat/completions", body) as objects:
-            async for obj in until(objects, self.cancel):
+            async for obj in until(objects, self.cancel, self.deadline):
                 done.usage = usage_counts(obj) or done.usage
-                for event in _chunk_events(obj, len(done.ids), params.candidates):
+                events = _chunk_events(obj, len(done.ids), params.candidates)
+                room = params.max_tokens - len(done.ids)
+                for event in events[:room]:
                     yield done.add(event)
                 done.reason = _reason(obj) or done.reason
+                if len(done.ids) >= params.max_tokens:  # a server that ignores max_tokens stops here
+                    done.reason = "length" if len(events) > room or done.reason is None else done.reason
+                    break
             if self.cancel.is_set():
                 done.reason = "cancelled"
         if done.reason is None:  # an HTTP/1.0 stream cut ends like a finished one: only this tells
@@ -106,14 +112,18 @@ class ChatTurn:
 
     async def _whole(self, body: dict[str, Any], params: SamplingParams, done: _Progress) -> AsyncIterator[EngineEvent]:
         done.clock.whole = True
-        obj = await or_stopped(self.client.post_json("/v1/chat/completions", body), self.cancel)
+        obj = await or_stopped(self.client.post_json("/v1/chat/completions", body), self.cancel, self.deadline)
         if obj is None:
             done.reason = "cancelled"
             return
         done.usage, done.reason = usage_counts(obj), _reason(obj) or "stop"
-        for event in self._whole_events(obj, params):
+        events = self._whole_events(obj, params)
+        for event in events[: params.max_tokens]:
             yield done.add(event)
-        done.texts = [_message_text(obj)]  # the reply's text is the server's own
+        if len(events) > params.max_tokens:  # a server that ignores max_tokens: cut where we asked
+            done.reason = "length"
+        else:
+            done.texts = [_message_text(obj)]  # the reply's text is the server's own
 
     def _whole_events(self, obj: dict[str, Any], params: SamplingParams) -> list[TokenEvent]:
         """A whole reply's tokens (mlx_lm.server).
@@ -128,19 +138,25 @@ class ChatTurn:
             raise EngineError("The server sent a reply without its logprobs: it cannot be inspected.")
         if params.temperature == 0:
             found = [greedy_choice(r) for r in found]
-        texts = self._texts(found)
+        texts = self._texts(found, _message_text(obj))
         return [token_event(i, r, text, params.candidates) for i, (r, text) in enumerate(zip(found, texts))]
 
-    def _texts(self, found: list[TokenRecord]) -> list[str]:
+    def _texts(self, found: list[TokenRecord], reply: str) -> list[str]:
         """Each token's text: decoded here when the tokenizer is (mlx_lm.server sends bare ids
-        without top_logprobs), else its raw piece made readable."""
-        if self.tokenizer is not None and all(r.id is not None for r in found):
-            return self.tokenizer.texts([r.id for r in found])
+        without top_logprobs) and it spells the reply the server sent (a tokenizer found by the
+        model's name may be another model's), else the raw piece each entry carries made
+        readable, else "" for every token: unknown (said once at load), never the whole reply
+        on one token."""
+        if self.tokenizer is not None and found and all(r.id is not None for r in found):
+            texts = self.tokenizer.texts([r.id for r in found])
+            if reply.strip() in "".join(texts):  # a thinking model's reply holds less than its ids
+                return texts
         return [piece_text(r.token) for r in found]
 
 
 def _chunk_events(obj: dict[str, Any], index: int, candidates: int) -> list[TokenEvent]:
-    """A stream chunk's tokens; its content text goes with the last of them."""
+    """A stream chunk's tokens: each its own text when the entries' texts spell the chunk's
+    content, else the content goes with the last of them."""
     choice = _choice(obj)
     if choice is None:
         return []
@@ -149,6 +165,8 @@ def _chunk_events(obj: dict[str, Any], index: int, candidates: int) -> list[Toke
     found = records(choice)
     if text and not found:
         raise EngineError("The server streamed a token without its logprobs: it cannot be inspected.")
+    if len(found) > 1 and "".join(r.token for r in found) == text:
+        return [token_event(index + i, r, r.token, candidates) for i, r in enumerate(found)]
     return [token_event(index + i, r, text if i == len(found) - 1 else "", candidates) for i, r in enumerate(found)]
 
 

@@ -26,7 +26,7 @@ from engine.remote.capabilities import Capabilities
 from engine.remote.events import TurnClock, TurnOutcome, token_event, turn_finished
 from engine.remote.http import HttpClient
 from engine.remote.tokens import ServerTokenizer
-from engine.remote.waiting import until
+from engine.remote.waiting import Deadline, until
 from engine.remote.wire import (
     Alternative,
     TokenRecord,
@@ -60,6 +60,7 @@ class IdsTurn:
     params: Callable[[], SamplingParams]  # the live parameters (set_params changes them)
     cancel: asyncio.Event
     interrupt: asyncio.Event  # set by cancel and by set_params: stop reading now
+    deadline: Deadline | None = None  # the whole turn's (`RemoteEngine`: [engine] turn_timeout_s)
 
     async def run(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
         prompt = await self.tokenizer.render(request.messages, request.continue_last)
@@ -92,16 +93,21 @@ class IdsTurn:
             done.reason = "cancelled"
             return
         async with self.client.stream("/v1/completions", body) as objects:
-            async for obj in until(objects, self.interrupt):
+            async for obj in until(objects, self.interrupt, self.deadline):
                 if done.requests == 1:  # the first request's counts describe the turn's prompt
                     done.prompt_tokens, done.cached = usage_counts(obj) or (done.prompt_tokens, done.cached)
-                for event in self._events(obj, start + len(done.ids), params.candidates):
+                events = self._events(obj, start + len(done.ids), params.candidates)
+                room = params.max_tokens - len(done.ids)
+                for event in events[:room]:
                     clock.tick()
                     done.ids.append(event.id)
                     done.texts.append(event.text)
                     yield event
                 choice = (obj.get("choices") or [None])[0]
                 done.reason = (finish_reason(choice) if isinstance(choice, dict) else None) or done.reason
+                if len(done.ids) >= params.max_tokens:  # a server that ignores max_tokens stops here
+                    done.reason = "length" if len(events) > room or done.reason is None else done.reason
+                    break
                 if self.params() is not params and done.reason is None:
                     return  # new parameters from the next token: continue from here
             if self.cancel.is_set():

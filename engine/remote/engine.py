@@ -31,14 +31,15 @@ from engine.remote.capabilities import Capabilities, detect
 from engine.remote.chat import ChatTurn
 from engine.remote.completions import IdsTurn
 from engine.remote.http import HttpClient, HttpOptions
-from engine.remote.tokens import ServerTokenizer, in_daemon_thread, load_tokenizer
+from engine.remote.tokens import ServerTokenizer, in_daemon_thread, load_tokenizer, local_tokenizer_folder
+from engine.remote.waiting import Deadline
 
 SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the server serves"
 PREVIEW_REFUSAL = "Previews are not available on a remote server (--server): they need the local engine."
 
 
 class RemoteEngine:
-    """Turns on a server; see the module docstring and README "Remote engines"."""
+    """Turns on a server; see the module docstring and docs/remote.md."""
 
     def __init__(self, options: HttpOptions, tokenizer: str = "") -> None:
         """Nothing is contacted until `load` (so a wrong URL is one line there, not a crash here).
@@ -86,16 +87,28 @@ class RemoteEngine:
         self._model = ModelInfo(name=name, path=f"{client.base_url}#{name}", context_limit=caps.context_limit,
                                 vocab_size=len(tokens) if tokens is not None else 0, has_chat_template=True,
                                 parameters=0, dtype="remote", blas=caps.kind,
-                                notes=_notes(caps, self._by_ids, problem), abilities=_abilities(caps, self._by_ids))
+                                notes=_notes(caps, self._by_ids, tokens is not None, problem),
+                                abilities=_abilities(caps, self._by_ids))
         return self._model
 
     async def _tokenizer_for(self, caps: Capabilities, name: str) -> tuple[ServerTokenizer | None, str]:
-        """The local tokenizer where the server takes token ids or one was named (it then also
-        gives each id-only token its text), or why there is none."""
-        if not caps.token_id_prompts and not self._tokenizer_source:
+        """The local tokenizer, or why there is none. Looked for where it gives something: the
+        server takes token ids (exact prompts), one was named (`--tokenizer`), or the server sends
+        tokens as bare ids (mlx_lm.server at temperature > 0: their text is known only from the
+        tokenizer). For the last, only what is already on this machine is used (the model's
+        folder, or its id in the local Hugging Face cache): nothing is downloaded unasked."""
+        source = self._tokenizer_source
+        if not source and caps.token_id_prompts:
+            source = name
+        if not source and caps.kind == "mlx_lm.server":
+            found: str | None = await in_daemon_thread(local_tokenizer_folder, name)
+            source = found or ""
+            if not source:
+                return None, f"no tokenizer for {name!r} is on this machine"
+        if not source:
             return None, ""
         try:
-            return await in_daemon_thread(load_tokenizer, self._tokenizer_source or name), ""
+            return await in_daemon_thread(load_tokenizer, source), ""
         except EngineError as exc:
             return None, str(exc)
 
@@ -148,12 +161,15 @@ class RemoteEngine:
         client, caps = self._ready(request)
         self._cancel.clear()
         self._params = request.params
+        limit = self._options.turn_timeout_s
+        deadline = Deadline.after(limit, f"The server at {client.base_url} did not finish the reply within {limit:g} s "
+                                         "(the turn limit: [engine] turn_timeout_s, --turn-timeout); stopped it.")
         turn: IdsTurn | ChatTurn
         if self._by_ids and self._tokens is not None:
             turn = IdsTurn(client, caps, self._tokens, self._wire_model, lambda: self._params, self._cancel,
-                           self._interrupt)
+                           self._interrupt, deadline)
         else:
-            turn = ChatTurn(client, caps, self._tokens, self._wire_model, self._cancel)
+            turn = ChatTurn(client, caps, self._tokens, self._wire_model, self._cancel, deadline)
         async for event in turn.run(request):
             yield event
 
@@ -211,7 +227,7 @@ def _abilities(caps: Capabilities, by_ids: bool) -> Abilities:
                      why=tuple(why))
 
 
-def _notes(caps: Capabilities, by_ids: bool, problem: str) -> tuple[str, ...]:
+def _notes(caps: Capabilities, by_ids: bool, has_tokenizer: bool, problem: str) -> tuple[str, ...]:
     """Said once after the load: what this server cannot show."""
     notes = [(f"{caps.kind}: entropy and sampled probabilities are not sent by servers (shown as —); "
               f"at most {caps.top_limit} candidates per token.")]
@@ -220,6 +236,10 @@ def _notes(caps: Capabilities, by_ids: bool, problem: str) -> tuple[str, ...]:
                      "with candidates only at temperature 0.")
     if caps.token_id_prompts and not by_ids:
         notes.append(f"{caps.kind} takes token-id prompts, but {problem} Using the chat endpoint instead.")
+    if caps.kind == "mlx_lm.server" and not has_tokenizer:
+        notes.append(f"mlx_lm.server sends tokens at temperature > 0 as bare ids and no tokenizer is here "
+                     f"({(problem or 'none named').rstrip('.')}): each token's text is unknown there (the reply's text is whole). To see it, start with "
+                     "--tokenizer FOLDER_OR_HUB_ID, or put the model in the local Hugging Face cache.")
     if not by_ids:
         notes.append("Over the chat endpoint the history is sent as text, parameter changes apply from "
                      "the next reply, and branching needs a local engine or token-id prompts.")

@@ -2,7 +2,7 @@
 
 A server reports the raw logprob of the chosen token and of its top-N (after penalties, before
 temperature and filters, on vLLM by default and on mlx_lm.server; llama.cpp reports probabilities
-after its samplers unless ``post_sampling_probs`` is false: see README). It never reports the
+after its samplers unless ``post_sampling_probs`` is false: see docs/remote.md). It never reports the
 entropy over the whole vocabulary nor the distribution it sampled from, so those are None, and a
 rank is known only when the chosen token is among the top-N.
 """
@@ -45,7 +45,7 @@ def _rank(record: TokenRecord) -> int | None:
 
 @dataclass
 class TurnClock:
-    """Client-side timing of one turn (network included: said so in the README)."""
+    """Client-side timing of one turn (network included: said so in docs/remote.md)."""
 
     start: float = field(default_factory=time.monotonic)
     first: float | None = None

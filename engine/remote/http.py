@@ -18,6 +18,7 @@ from typing import Any
 import httpx2
 
 from engine.core.api import EngineError, ModelLoadError
+from engine.core.text import printable, shortened
 from engine.remote.sse import data_objects, lines_of
 
 CONNECT_TIMEOUT_S = 5.0
@@ -30,18 +31,66 @@ class HttpOptions:
     base_url: str  # e.g. "http://127.0.0.1:8080" (a trailing "/v1" is accepted and dropped)
     api_key: str = ""  # sent as a Bearer token when set; read from the environment, never stored
     timeout_s: float = 60.0  # the longest silence tolerated while reading (a long prompt, a slow token)
+    turn_timeout_s: float = 600.0  # the longest a whole turn may take (keep-alive comments included)
 
 
 def normalise_url(url: str) -> str:
-    """``host:port``, ``http://host:port/``, ``.../v1``: one canonical base URL, or one error line."""
+    """``host:port``, ``http://host:port/``, ``.../v1``: one canonical base URL, or one error line.
+
+    The one place a server URL is taken (`engine.remote.remote_engine`, the client): it is parsed
+    here as httpx will parse it, so a URL httpx cannot use (port 99999, ``http://[::1``, an ESC,
+    a 10 KB host) is refused now in one line naming it, not later as a 40-line traceback from the
+    first request (or, in the TUI, an error that said only "ExceptionGroup").
+    """
     text = url.strip().rstrip("/")
     if not text:
         raise EngineError("--server needs a URL, e.g. http://127.0.0.1:8080")
     if "://" not in text:
         text = "http://" + text
     if not text.startswith(("http://", "https://")):
-        raise EngineError(f"--server must be an http:// or https:// URL, not {url[:60]!r}")
-    return text.removesuffix("/v1")
+        raise EngineError(f"--server must be an http:// or https:// URL, not {_shown(url)}")
+    text = text.removesuffix("/v1")
+    problem = _url_problem(text)
+    if problem:
+        raise EngineError(f"--server {_shown(url)} is not a URL logitscope can use: {problem}.")
+    return text
+
+
+MAX_URL = 2048  # characters: a server's base URL is dozens; a longer one is a paste gone wrong
+
+
+def _url_problem(text: str) -> str:
+    """Why httpx could not send a request to `text` ("" when it can)."""
+    if len(text) > MAX_URL:
+        return f"it is {len(text):,} characters long (at most {MAX_URL:,})"
+    if any(ord(ch) < 0x21 or 0x7F <= ord(ch) < 0xA0 for ch in text):
+        return "it holds a space or a control character"
+    try:
+        parsed = httpx2.URL(text)
+        host = parsed.host
+        port = parsed.port
+        parsed.raw_host.decode("ascii")  # the IDNA form a request would send
+        httpx2.Request("GET", parsed.join("/v1/models"))
+    except Exception as exc:  # noqa: BLE001 - httpx raises InvalidURL, ValueError, UnicodeError...
+        return one_line_reason(exc)
+    if not host:
+        return "it names no host"
+    labels = parsed.raw_host.decode("ascii").strip("[]").split(".")
+    if len(host) > 253 or any(len(label) > 63 for label in labels):  # what DNS (and IDNA) can carry
+        return "its host name is longer than DNS allows"
+    if port is not None and not 0 < port < 65536:
+        return f"port {port} is not 1..65535"
+    return ""
+
+
+def one_line_reason(exc: Exception) -> str:
+    """An exception's message on one short line, made visible (it may quote the URL)."""
+    return shortened(printable(" ".join(str(exc).split()) or type(exc).__name__), 120)
+
+
+def _shown(url: str) -> str:
+    """The URL as the user gave it, quoted, made visible and cut to a readable length."""
+    return repr(shortened(printable(url), 80))
 
 
 class HttpClient:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.core.api import EngineError, Message
+from engine.core.outside_logs import route_outside_logs
 from engine.local.prompt import TextEncoder, render_prompt
 
 RENDER_DEADLINE_S = 5.0
@@ -98,10 +99,41 @@ def in_daemon_thread(function: Callable[..., T], *args: Any) -> asyncio.Future[T
     return future
 
 
+def local_tokenizer_folder(model_id: str) -> str | None:
+    """Where the served model's tokenizer already is on this machine, never downloading: the id
+    itself when it is a folder (a server on this machine, mlx_lm.server names a local model by its
+    path), else that hub id's snapshot in the local Hugging Face cache. None when neither has one."""
+    if not model_id:
+        return None
+    folder = Path(model_id).expanduser()
+    if folder.is_dir():
+        return str(folder) if _has_tokenizer(folder) else None
+    if model_id.count("/") != 1 or model_id.startswith(("/", ".", "~")):
+        return None  # not a hub id ("org/name"): nothing to look up
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    for name in ("tokenizer_config.json", "tokenizer.json"):
+        try:
+            found = try_to_load_from_cache(model_id, name)
+        except Exception:  # noqa: BLE001 - a malformed id or cache: simply not here
+            return None
+        if isinstance(found, str):
+            return str(Path(found).parent)
+    return None
+
+
+def _has_tokenizer(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in ("tokenizer_config.json", "tokenizer.json"))
+
+
 def load_tokenizer(source: str) -> ServerTokenizer:
     """`source` (a folder or hub id) as a `ServerTokenizer`; raises EngineError with one line."""
     try:
         from transformers import AutoTokenizer
+
+        route_outside_logs()  # what transformers says while loading is our one line
     except ImportError:
         raise EngineError("transformers is not installed: no local tokenizer, so no token-id prompts.") from None
     where = str(Path(source).expanduser()) if Path(source).expanduser().is_dir() else source

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.api import EngineError, Message, SamplingParams
+from engine.core.params import wire_optional
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,46 @@ def sampling_fields(params: SamplingParams, top_n: int, kind: str = "") -> dict[
                             "logprobs": True}
     if top_n > 0:
         body["top_logprobs"] = top_n
-    optional = {"top_k": (params.top_k, 0), "top_p": (params.top_p, 1.0), "min_p": (params.min_p, 0.0),
-                "repetition_penalty": (params.repetition_penalty, 1.0),
-                "presence_penalty": (params.presence_penalty, 0.0),
-                "frequency_penalty": (params.frequency_penalty, 0.0), "seed": (params.seed, None)}
-    body.update({name: value for name, (value, off) in optional.items() if value != off})
+    for name, (wire, off) in wire_optional().items():
+        value = getattr(params, name)
+        if value != off:
+            body[wire] = value
+    refuse_unknown(params, kind)
+    if params.logit_bias:  # OpenAI's shape, which every server here reads: {"id": bias}; -100 bans
+        body["logit_bias"] = {str(token): bias for token, bias in params.logit_bias}
     body.update(_dialect(kind, params))
     return body
+
+
+# The samplers beyond the classic ones that each server takes, under its own names (llama.cpp's
+# server: tools/server/README.md; mlx_lm.server: its XTC fields). The others are refused in one
+# line rather than dropped: a reply drawn without a sampler the user switched on would be a lie.
+_EXTENDED = ("dry", "top_n_sigma", "typical_p", "xtc", "dynatemp", "mirostat")
+_SERVER_KNOWS: dict[str, tuple[str, ...]] = {
+    "llama.cpp": _EXTENDED,
+    "mlx_lm.server": ("xtc",),
+}
+_LABELS = {"dry": "DRY", "top_n_sigma": "top-nσ", "typical_p": "typical-p", "xtc": "XTC",
+           "dynatemp": "dynamic temperature", "mirostat": "mirostat"}
+
+
+def extended_on(params: SamplingParams) -> list[str]:
+    """The samplers beyond the classic ones that are on (`_EXTENDED` names)."""
+    on = {"dry": params.dry_multiplier != 0.0 and params.dry_penalty_last_n != 0, "top_n_sigma": params.top_n_sigma > 0,
+          "typical_p": params.typical_p < 1.0, "xtc": params.xtc_probability > 0 and params.xtc_threshold <= 0.5,
+          "dynatemp": params.dynatemp_range > 0, "mirostat": params.mirostat == 2}
+    return [name for name in _EXTENDED if on[name]]
+
+
+def refuse_unknown(params: SamplingParams, kind: str) -> None:
+    """One line naming the samplers switched on that this server does not take (EngineError)."""
+    unknown = [name for name in extended_on(params) if name not in _SERVER_KNOWS.get(kind, ())]
+    if unknown:
+        server = kind or "This server"
+        takes = ", ".join(_LABELS[n] for n in _SERVER_KNOWS.get(kind, ())) or "none of them"
+        raise EngineError(f"{server} does not take {', '.join(_LABELS[n] for n in unknown)} (of the samplers beyond "
+                          f"top-k/top-p/min-p it takes {takes}): switch {'it' if len(unknown) == 1 else 'them'} off "
+                          "or use llama.cpp's server.")
 
 
 def _dialect(kind: str, params: SamplingParams) -> dict[str, Any]:
@@ -64,13 +98,24 @@ def _dialect(kind: str, params: SamplingParams) -> dict[str, Any]:
     ``repeat_last_n``; mlx_lm.server looks back 20 tokens unless told our window."""
     window = params.repetition_context_size
     if kind == "llama.cpp":
-        return {"top_k": params.top_k, "top_p": params.top_p, "min_p": params.min_p,
-                "repeat_penalty": params.repetition_penalty, "repeat_last_n": window}
+        p = params
+        return {"top_k": p.top_k, "top_p": p.top_p, "min_p": p.min_p,
+                "repeat_penalty": p.repetition_penalty, "repeat_last_n": window,
+                # llama.cpp's own names and meanings (its server's /completion and chat fields)
+                "samplers": list(p.samplers), "dry_multiplier": p.dry_multiplier, "dry_base": p.dry_base,
+                "dry_allowed_length": p.dry_allowed_length, "dry_penalty_last_n": p.dry_penalty_last_n,
+                "dry_sequence_breakers": list(p.dry_sequence_breakers), "top_n_sigma": p.top_n_sigma or -1.0,
+                "typical_p": p.typical_p, "xtc_probability": p.xtc_probability, "xtc_threshold": p.xtc_threshold,
+                "dynatemp_range": p.dynatemp_range, "dynatemp_exponent": p.dynatemp_exponent,
+                "mirostat": p.mirostat, "mirostat_tau": p.mirostat_tau, "mirostat_eta": p.mirostat_eta}
     if kind == "mlx_lm.server":
         on = {"repetition_context_size": params.repetition_penalty != 1.0,
               "presence_context_size": params.presence_penalty != 0.0,
               "frequency_context_size": params.frequency_penalty != 0.0}
-        return {name: window for name, used in on.items() if used}
+        out: dict[str, Any] = {name: window for name, used in on.items() if used}
+        if "xtc" in extended_on(params):
+            out.update(xtc_probability=params.xtc_probability, xtc_threshold=params.xtc_threshold)
+        return out
     return {}
 
 
@@ -143,11 +188,11 @@ def _text(entry: dict[str, Any]) -> str:
 
 def _token_id(entry: dict[str, Any], token: str) -> int | None:
     """The id from ``"id"`` (llama.cpp, mlx_lm.server) or a ``token_id:N`` token (vLLM)."""
-    value = entry.get("id")
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    value = count(entry.get("id"))
+    if value is not None:
         return value
-    if token.startswith("token_id:") and token[9:].isdigit():
-        return int(token[9:])
+    if token.startswith("token_id:") and token[9:].isdigit() and len(token) < 30:
+        return count(int(token[9:]))
     return None
 
 
@@ -181,18 +226,35 @@ def finish_reason(choice: dict[str, Any]) -> str | None:
     return "length" if reason == "length" else "stop"
 
 
+MOST_TOKENS = 2**31 - 1  # more than any context or vocabulary; what the library's int columns hold
+
+
+def count(value: Any, most: int = MOST_TOKENS) -> int | None:
+    """A number of tokens (or a token id) a server reported, or None when it is not one: JSON
+    booleans are ints to Python, and negative, fractional or absurd counts reached the stats,
+    `--json` and the library as they came."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        return None
+    return value
+
+
 def usage_counts(obj: dict[str, Any]) -> tuple[int, int] | None:
     """(prompt_tokens, cached_tokens) from a ``usage`` object (OpenAI's
     ``prompt_tokens_details.cached_tokens``) or llama.cpp's ``timings`` (``cache_n`` reused,
-    ``prompt_n`` computed), when the server sent one."""
+    ``prompt_n`` computed), when the server sent one; None when it sent none or impossible
+    counts (an impossible cached count is taken as nothing cached)."""
     usage = obj.get("usage")
     timings = obj.get("timings")
-    if isinstance(timings, dict) and all(isinstance(timings.get(k), int) for k in ("cache_n", "prompt_n")):
-        return timings["cache_n"] + timings["prompt_n"], max(0, timings["cache_n"])
-    if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
+    if isinstance(timings, dict) and ("cache_n" in timings or "prompt_n" in timings):
+        reused, computed = count(timings.get("cache_n")), count(timings.get("prompt_n"))
+        if reused is None or computed is None or count(reused + computed) is None:
+            return None
+        return reused + computed, reused
+    if not isinstance(usage, dict):
+        return None
+    prompt = count(usage.get("prompt_tokens"))
+    if prompt is None:
         return None
     details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if not isinstance(cached, int):
-        cached = 0
-    return usage["prompt_tokens"], max(0, min(cached, usage["prompt_tokens"]))
+    cached = count(details.get("cached_tokens") if isinstance(details, dict) else None) or 0
+    return prompt, min(cached, prompt)

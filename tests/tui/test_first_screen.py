@@ -59,3 +59,18 @@ async def test_the_welcome_names_a_model_that_is_not_the_demo(make_app: Any) -> 
         assert "capitals of about fifty countries" not in text
         assert "You are chatting with someone/[b]tiny[/b]-chat." in text  # the name is data, not markup
         assert "Enter sends." in text and "1-9, 0 continue the reply" in text
+
+
+async def test_a_model_without_a_chat_template_is_said_once(make_app: Any) -> None:
+    """A model without a chat template (a base model, e.g. the gemma-3-270m GGUF file) runs as plain
+    text: the welcome says so once, with the rule for the turns (README, "GGUF files")."""
+    from engine.scripted import ScriptedEngine
+
+    app = make_app(engine=ScriptedEngine(has_chat_template=False),
+                   config_text='[model]\ndefault = "base-model"\n')
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.engine.model is not None)
+        await wait_idle(app, pilot)
+        text = " ".join(screen_text(app).split())
+        assert text.count("no chat template: plain text") == 1
+        assert "You are chatting with base-model. It has no chat template: plain text." in text

@@ -107,11 +107,11 @@ async def test_hovering_a_hint_shows_its_tooltip(make_app: Any) -> None:
 
 
 async def test_the_keymap_names_the_rebound_key(make_app: Any) -> None:
-    app = make_app(config_text='[keys]\n"app.help" = "f12"\n')
+    app = make_app(config_text='[keys]\n"app.help" = "f11"\n')
     async with app.run_test() as pilot:
         await pilot.pause()
         bar = app.screen.query_one(KeyBar)
-        assert " f12 Help " in bar.render().plain
+        assert " f11 Help " in bar.render().plain
         await pilot.click(KeyBar, offset=_offset_of(bar, "Help"))
         await asyncio.sleep(0.05)
         await pilot.pause()

@@ -11,6 +11,7 @@ import pytest
 from engine.core.api import PARAM_LIMITS, Candidate, ParamError, SamplingParams, TokenEvent
 from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
 from engine.core.param_steps import PANEL_PARAMS, format_param, parse_param, step_param
+from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 from engine.core.chat.store import load_conversation, save_conversation
 
 
@@ -63,27 +64,27 @@ def test_reply_ids_go_to_the_model_that_made_them_only() -> None:
 
 
 def test_files_without_model_tags_never_splice_ids() -> None:
-    data = _sample().to_dict()
+    data = conversation_to_dict(_sample())
     data["nodes"][1]["versions"][1].pop("model")  # a file from before the tags
-    reply = Conversation.from_dict(data).path()[1].version
+    reply = conversation_from_dict(data).path()[1].version
     assert reply.model == "" and not reply.ids_fit(None) and not reply.ids_fit("/models/a")
-    assert Conversation.from_dict(data).messages(model="/models/a")[2].token_ids is None
+    assert conversation_from_dict(data).messages(model="/models/a")[2].token_ids is None
 
 
 def test_round_trip_through_dict_and_json(tmp_path: Path) -> None:
     conv = _sample()
-    data = conv.to_dict()
+    data = conversation_to_dict(conv)
     json.dumps(data)  # plain JSON types only
-    again = Conversation.from_dict(json.loads(json.dumps(data)))
-    assert again.to_dict() == data
+    again = conversation_from_dict(json.loads(json.dumps(data)))
+    assert conversation_to_dict(again) == data
     assert again.path()[1].versions[0].tokens == conv.path()[1].versions[0].tokens
     assert again.path()[1].versions[0].params == SamplingParams(seed=3)
     assert again.path()[1].active == 1
     save_conversation(conv, tmp_path / "c.json")
-    assert load_conversation(tmp_path / "c.json").to_dict() == data
+    assert conversation_to_dict(load_conversation(tmp_path / "c.json")) == data
     assert len(list(again.iter_nodes())) == 3
     conv.path()[1].version.model = "/models/a"
-    assert Conversation.from_dict(json.loads(json.dumps(conv.to_dict()))).path()[1].version.model == "/models/a"
+    assert conversation_from_dict(json.loads(json.dumps(conversation_to_dict(conv)))).path()[1].version.model == "/models/a"
 
 
 def test_streaming_text_is_joined_tokens() -> None:

@@ -18,6 +18,7 @@ from typing import Any, AsyncGenerator
 import pytest
 
 from engine.core.api import EngineEvent, GenerateRequest
+from engine.core.chat import store
 from engine.scripted import ScriptedEngine
 from tui.main import after_exit
 from tui_helpers import SIZE, send, start_reply
@@ -77,7 +78,7 @@ async def test_a_save_that_fails_at_quit_is_one_line_on_exit(make_app: Any, tmp_
     app = make_app(ScriptedEngine(token_delay=0.2))
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(app, pilot, "tell me")
-        monkeypatch.setattr(json, "dump", full)
+        monkeypatch.setattr(store, "write_text", full)
         await pilot.press("ctrl+q")
         await pilot.pause()
     assert after_exit(app) == 0
@@ -135,7 +136,7 @@ async def test_quitting_asks_first_when_no_save_can_take_the_chat(make_app: Any,
     app = make_app(ScriptedEngine())
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "keep me")
-        monkeypatch.setattr(json, "dump", full)
+        monkeypatch.setattr(store, "write_text", full)
         monkeypatch.setattr(app.library, "kept", lambda: False)
         await pilot.press("ctrl+q")
         await pilot.pause()
@@ -158,7 +159,7 @@ async def test_discarding_at_the_question_quits(make_app: Any, monkeypatch: pyte
     app = make_app(ScriptedEngine())
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "drop me")
-        monkeypatch.setattr(json, "dump", full)
+        monkeypatch.setattr(store, "write_text", full)
         monkeypatch.setattr(app.library, "kept", lambda: False)
         await pilot.press("ctrl+q")
         await pilot.pause()

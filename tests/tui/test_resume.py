@@ -57,17 +57,17 @@ async def test_ctrl_l_resumes_and_the_palette_lists_resume_once(make_app: Any) -
 
 async def test_resume_key_is_rebound_by_id(make_app: Any) -> None:
     await chat_and_quit(make_app)
-    app = make_app(ScriptedEngine(), config_text='[keys]\n"chat.resume" = "f12"\n')
+    app = make_app(ScriptedEngine(), config_text='[keys]\n"chat.resume" = "f11"\n')
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
         await pilot.press("ctrl+l")
         await pilot.pause()
         assert app.controller.conversation.root is None  # the old key no longer resumes
-        await pilot.press("f12")
+        await pilot.press("f11")
         await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2)
         await pilot.press("ctrl+p", *"Resume")
         await wait_until(pilot, lambda: _palette_rows(app) != [])
-        assert [row for row in _palette_rows(app) if "Resume" in row] == ["Resume last  [f12]"]
+        assert [row for row in _palette_rows(app) if "Resume" in row] == ["Resume last  [f11]"]
 
 
 def _palette_rows(app: Any) -> list[str]:

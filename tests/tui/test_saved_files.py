@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 
+from engine.core import strictjson
 from engine.core.api import Candidate, SamplingParams, TokenEvent
+from engine.core.chat import store
 from engine.scripted import ScriptedEngine
 from engine.core.chat.conversation import Conversation, Node, Version
+from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 from engine.core.chat.store import last_conversation_path, load_conversation, save_conversation
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
@@ -35,7 +38,7 @@ def _long_chat(exchanges: int) -> Conversation:
 def _good() -> dict[str, Any]:
     conv = _long_chat(2)
     conv.path()[1].add_version(Version("b", [_token(0, "b")], finish_reason="stop", branched_at=0))
-    return conv.to_dict()
+    return conversation_to_dict(conv)
 
 
 def test_a_long_chat_saves_and_reads_back(tmp_path: Path) -> None:
@@ -46,13 +49,13 @@ def test_a_long_chat_saves_and_reads_back(tmp_path: Path) -> None:
     again = load_conversation(path)
     assert len(again.path()) == 2000
     assert again.path()[-1].version.reply_text() == "a999"
-    assert again.to_dict() == conv.to_dict()
+    assert conversation_to_dict(again) == conversation_to_dict(conv)
 
 
 def test_branches_survive_the_flat_format(tmp_path: Path) -> None:
     data = _good()
-    again = Conversation.from_dict(json.loads(json.dumps(data)))
-    assert again.to_dict() == data
+    again = conversation_from_dict(json.loads(json.dumps(data)))
+    assert conversation_to_dict(again) == data
     reply = again.path()[1]
     assert reply.active == 1 and len(again.path()) == 2  # the new branch has no follow-up yet
     reply.flip(-1)
@@ -160,7 +163,7 @@ def test_a_full_disk_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytes
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(json, "dump", full)
+    monkeypatch.setattr(store, "write_text", full)
     with pytest.raises(OSError):
         save_conversation(_long_chat(2), path)
     assert sorted(p.name for p in path.parent.iterdir()) == ["c.json"]

@@ -1,4 +1,4 @@
-"""The thinking switch in the app (#16.7): Ctrl+K sets it for the next replies where the model's
+"""The thinking switch in the app (#16.7): F12 sets it for the next replies where the model's
 template has one; each reply keeps the switch it was written under, so later turns render the
 history exactly; the status bar shows it only where it does something."""
 
@@ -28,18 +28,18 @@ def _bar(app: Any) -> str:
     return app.screen.query_one(StatusBar).render().plain
 
 
-async def test_ctrl_k_switches_thinking_for_the_next_replies_and_each_keeps_its_own(make_app: Any) -> None:
+async def test_f12_switches_thinking_for_the_next_replies_and_each_keeps_its_own(make_app: Any) -> None:
     engine = ScriptedEngine(supports_thinking=True)
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
         assert "think auto" in _bar(app)
-        await pilot.press("ctrl+k")  # from the chat input: the key is the screen's
+        await pilot.press("f12")  # from the chat input: the key is the screen's
         await pilot.pause()
         assert "think off" in _bar(app)
         await send(app, pilot, "hi")
         assert engine.requests[-1].thinking is False
-        await pilot.press("ctrl+k")
+        await pilot.press("f12")
         await send(app, pilot, "more")
         request = engine.requests[-1]
         assert request.thinking is True and "think on" in _bar(app)
@@ -51,7 +51,7 @@ async def test_a_model_without_the_switch_shows_none_and_says_so(make_app: Any) 
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
-        await pilot.press("ctrl+k")
+        await pilot.press("f12")
         await pilot.pause()
         assert "think" not in _bar(app) and app.controller.thinking is None
         assert any("no thinking switch" in str(n.message) for n in app._notifications)
@@ -63,7 +63,7 @@ async def test_a_saved_chat_keeps_each_replys_switch(make_app: Any, tmp_path: Pa
     app = make_app(ScriptedEngine(supports_thinking=True))
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
-        await pilot.press("ctrl+k")
+        await pilot.press("f12")
         await send(app, pilot, "hi")
         conversation = app.controller.conversation
     again = conversation_from_dict(json.loads(json.dumps(conversation_to_dict(conversation))))
@@ -150,7 +150,7 @@ async def test_a_preview_and_its_branch_keep_the_replys_switch(make_app: Any) ->
     app = make_app(engine, config_text=FAST)
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
-        await pilot.press("ctrl+k")
+        await pilot.press("f12")
         await send(app, pilot, "hi")
         await pilot.press("escape", "right", "home")
         await wait_until(pilot, lambda: all_done(app))

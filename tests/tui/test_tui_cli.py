@@ -15,6 +15,9 @@ def test_run_and_bench_are_forwarded(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = types.ModuleType("tui.headless")
     fake.main = lambda argv: seen.append(list(argv)) or 7  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "tui.headless", fake)
+    bench = types.ModuleType("tui.bench")
+    bench.main = lambda argv: seen.append(["bench", *argv]) or 7  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tui.bench", bench)
     assert cli.main(["run", "--prompt", "hi"]) == 7
     assert cli.main(["bench", "--model", "demo"]) == 7
     assert seen == [["run", "--prompt", "hi"], ["bench", "--model", "demo"]]

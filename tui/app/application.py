@@ -9,6 +9,7 @@ the conversation, also when the terminal goes away mid-reply.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 from collections.abc import Iterable
@@ -35,7 +36,7 @@ from tui.app.bindings import binding_defaults, binding_ids, bindings_for
 from tui.app.commands import LogitscopeCommands
 from tui.app.controller import ChatController, Post
 from tui.app.keymap import build_keymap
-from tui.app.library_sync import POLL_S, LibrarySync
+from tui.app.library_sync import LibrarySync
 from engine.core.chat.draft import draft_path, save_draft
 from engine.core.chat.store import last_conversation_path, save_conversation
 from tui.app.widgets.chat_input import ChatInput
@@ -52,7 +53,7 @@ TERMINATED = 128 + signal.SIGTERM  # the exit status after SIGTERM, as a shell r
 FEW_PROBLEMS = 3  # config problems shown as toasts one by one; more become one summary toast
 
 
-class LogitscopeApp(LibraryActions, App[None]):
+class LogitscopeApp(App[None]):
     """logitscope: chat with a local model and see what it almost said."""
 
     TITLE = "logitscope"
@@ -82,7 +83,10 @@ class LogitscopeApp(LibraryActions, App[None]):
         self.config_problems: list[str] = []  # every config line that went wrong, for F1
         self.library = LibrarySync(library_path or data_dir() / DB_NAME, self.save_dir,
                                    lambda: self.controller.conversation, lambda: self.model_spec,
-                                   lambda line: self.notify(line, title="Library", severity="warning", timeout=10))
+                                   lambda line: self.notify(line, title="Library", severity="warning", timeout=10),
+                                   streaming=lambda: self.controller.busy)
+        self._controller: ChatController | None = None  # made with the chat screen, whose messages it posts
+        self.library_actions = LibraryActions(self)
         self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir),
                                       draft_path(self.save_dir))
         self._engine_closed = False
@@ -90,12 +94,33 @@ class LogitscopeApp(LibraryActions, App[None]):
         self.exit_note: str | None = None  # one line for the terminal once the screen is gone
 
     def _make_controller(self, post: Post) -> ChatController:
+        """The app's one controller, made when the chat screen can take its messages; the library
+        hears every change of its conversation (and commits each turn's start and end at once)."""
         config = self.loaded.config
-        return ChatController(self.engine, config.sampling, self.library.observing(post), config.chat.context_strategy)
+        self._controller = ChatController(self.engine, config.sampling, self.library.observing(post),
+                                          config.chat.context_strategy, on_change=self.library.changed)
+        return self._controller
 
     @property
     def controller(self) -> ChatController:
-        return self.chat_screen.controller
+        """The one object that talks to the engine (owned here; the chat screen drives it)."""
+        assert self._controller is not None, "the chat screen makes the controller when it is built"
+        return self._controller
+
+    def action_open_library(self) -> None:
+        self.library_actions.open_library()
+
+    def action_copy_token(self) -> None:
+        self.library_actions.copy_token()
+
+    def action_copy_message(self) -> None:
+        self.library_actions.copy_message()
+
+    def action_copy_code(self) -> None:
+        self.library_actions.copy_code()
+
+    def action_export_chat(self, fmt: str) -> None:
+        self.library_actions.export_chat(fmt)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's own palette entries, less those the palette already lists with their keys."""
@@ -119,7 +144,6 @@ class LogitscopeApp(LibraryActions, App[None]):
         self._show_config_problems(problems + key_problems)
         self.push_screen(self.chat_screen)
         self._watch_hangup()
-        self.set_interval(POLL_S, lambda: self.library.poll(self.controller.busy))
         # After the first paint: the engine thread's MLX import competes for the GIL, and the
         # screen should be up (and typing possible) before the model is.
         self.call_after_refresh(self._start_load, self.model_spec)
@@ -257,6 +281,15 @@ class LogitscopeApp(LibraryActions, App[None]):
     async def on_unmount(self) -> None:
         await self.shutdown()
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """Everything the app copies (y, Y) passes here, made safe as the screen makes it: every
+        control character but newline and tab becomes visible (`printable`: ESC shows as ␛).
+
+        Why: a reply is the model's text. Copied raw, a crafted reply's ESC and BEL would act on
+        the terminal it is pasted into (an OSC 52 there writes that terminal's clipboard in turn).
+        """
+        super().copy_to_clipboard(printable(text))
+
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Every notification (ours and the widgets', which all come here) shows its text
@@ -299,3 +332,13 @@ class LogitscopeApp(LibraryActions, App[None]):
             self.notify(str(exc), title="Settings not saved", severity="error", timeout=15)
             return
         self.notify(f"Saved parameters and theme to {path}", title="Settings")
+
+
+def tune_gc_for_streaming() -> None:
+    """Collect garbage less often while the app runs.
+
+    A stream allocates many small objects; with the default thresholds full collections ran
+    every few seconds, each a visible stall of a key press (the worst key-to-screen latency of
+    `python -m tui.bench.probe_app stream`; the numbers: docs/benchmarks-history.md).
+    """
+    gc.set_threshold(10_000, 10, 10)

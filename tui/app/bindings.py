@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from textual.binding import Binding, BindingType
 
-from engine.core.param_steps import PANEL_PARAMS
+from engine.core.param_steps import ALL_PARAMS
+from engine.core.params import keys
 
 # (where, id, key, action, description, tooltip, show in footer, priority)
 _Spec = tuple[str, str, str, str, str, str, bool, bool]
 
-# Down / up keys for stepping each parameter (lowercase = down, uppercase = up).
-PARAM_KEYS: dict[str, str] = {
-    "temperature": "t", "top_p": "p", "top_k": "k", "min_p": "m",
-    "repetition_penalty": "r", "max_tokens": "x", "candidates": "c", "seed": "s",
-}
+# Down / up keys for stepping each parameter (lowercase = down, uppercase = up), from the one table.
+PARAM_KEYS: dict[str, str] = keys()
 
 _SPECS: tuple[_Spec, ...] = (
     ("app", "app.quit", "ctrl+q", "quit", "Quit", "Quit at once (a running reply is stopped)", True, True),
@@ -45,7 +43,8 @@ _SPECS: tuple[_Spec, ...] = (
      "Search this chat, every branch; then n / N move between the matches", False, False),
     ("screen", "chat.system_prompt", "f2", "system_prompt", "System prompt",
      "Set the system prompt", False, False),
-    ("screen", "chat.thinking", "ctrl+k", "toggle_thinking", "Thinking on/off",
+    # not ctrl+k: that deletes to the line's end in the input (TextArea), and a priority binding took it
+    ("screen", "chat.thinking", "f12", "toggle_thinking", "Thinking on/off",
      "Switch a reasoning model's <think> block off or on for the next replies (where its template can)",
      False, True),
     ("screen", "view.heatmap", "f3", "toggle_heatmap", "Heatmap",
@@ -93,6 +92,13 @@ _SPECS: tuple[_Spec, ...] = (
     ("candidates", "candidate.down", "down", "cursor(1)", "Down", "Next candidate", False, False),
     ("candidates", "candidate.choose", "enter", "choose", "Branch here",
      "Continue the reply from this candidate", False, False),
+    ("candidates", "candidate.ban", "b", "bias(None)", "Ban",
+     "Ban this candidate from the next token on (again: unban); the biases are listed in the parameters panel",
+     False, False),
+    ("candidates", "candidate.raise", "plus,equals_sign", "bias(2.0)", "Raise",
+     "Raise this candidate's logit by 2 from the next token on", False, False),
+    ("candidates", "candidate.lower", "minus", "bias(-2.0)", "Lower",
+     "Lower this candidate's logit by 2 from the next token on", False, False),
     ("candidates", "candidates.leave", "i,escape", "focus_input", "Type",
      "Back to the input", False, False),
     ("params", "params.leave", "i,escape", "focus_input", "Type", "Back to the input", False, False),
@@ -111,6 +117,24 @@ _SPECS: tuple[_Spec, ...] = (
      "Copy the fenced code block holding the cursor (else the reply's last one) to the clipboard", False, False),
     ("transcript", "message.copy", "Y", "app.copy_message", "Copy message",
      "Copy the message holding the cursor (else the last one) to the clipboard", False, False),
+    # The dialogs: each acts only while its dialog is on top (`tui.app.keymap.MODAL_PLACES`).
+    ("dialog", "dialog.cancel", "escape", "dismiss_none", "Cancel", "Close without change", True, False),
+    ("text_dialog", "dialog.accept", "ctrl+s", "accept", "OK", "Accept the text", True, False),
+    ("messages", "messages.cancel", "escape", "cancel", "Cancel", "Close without change", True, False),
+    ("picker", "picker.cancel", "escape", "dismiss_none", "Cancel", "Close without loading", True, False),
+    ("picker", "picker.down", "down", "move(1)", "Down", "Next model", False, False),
+    ("picker", "picker.up", "up", "move(-1)", "Up", "Previous model", False, False),
+    ("library", "library.close", "escape", "dismiss_none", "Close", "Back to the chat", True, False),
+    ("library", "library.down", "down", "move(1)", "Down", "Next chat", False, False),
+    ("library", "library.up", "up", "move(-1)", "Up", "Previous chat", False, False),
+    ("library", "library.rename", "ctrl+r", "rename", "Rename", "Rename the chat", True, True),
+    ("library", "library.delete", "ctrl+d", "delete", "Delete", "Delete the chat (Ctrl+Z undoes)", True, True),
+    ("library", "library.undo", "ctrl+z", "undo", "Undo delete", "Bring back the chat deleted last", True, True),
+    ("library", "library.fork", "ctrl+f", "fork", "Fork", "Copy the chat, to take it elsewhere", True, True),
+    ("replace", "replace.cancel", "escape", "cancel", "Cancel", "Keep the current chat", True, False),
+    ("replace", "replace.save", "s", "choose('save')", "Save", "Save the chat to a file, then go on", True, False),
+    ("replace", "replace.discard", "d", "choose('discard')", "Discard", "Drop the chat and go on", True, False),
+    ("help", "help.close", "escape,f1,q", "app.pop_screen", "Close", "Close help", True, False),
 )
 
 
@@ -130,8 +154,10 @@ def _choose_specs() -> tuple[_Spec, ...]:
 def _param_specs() -> tuple[_Spec, ...]:
     """Two bindings per parameter, named param.<name>.down / .up."""
     out = []
-    for name, label in PANEL_PARAMS:
-        key = PARAM_KEYS[name]
+    for name, label in ALL_PARAMS:
+        key = PARAM_KEYS.get(name)
+        if key is None:
+            continue  # set from the palette only
         for direction, suffix, k in ((-1, "down", key), (1, "up", key.upper())):
             out.append(("screen", f"param.{name}.{suffix}", k, f"step_param('{name}', {direction})",
                         f"{label} {suffix}", f"Step {label} {suffix}", False, False))

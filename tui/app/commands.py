@@ -17,11 +17,13 @@ from textual.content import Content
 
 from engine.core.settings import printable
 from tui.app.bindings import ALL_SPECS
-from engine.core.param_steps import PANEL_PARAMS
+from tui.app.keymap import MODAL_PLACES
+from engine.core.param_steps import ALL_PARAMS
+from engine.core.params import ORDERS
 from tui.app.screens.help import key_display
 
 # Key-only bindings that make no sense from a palette (they act on a focused widget).
-_SKIP_PLACES = {"input", "candidates", "params", "transcript"}
+_SKIP_PLACES = {"input", "candidates", "params", "transcript"} | MODAL_PLACES  # a dialog's keys act in it only
 # Textual's system commands that our own list has with a key: Quit [^q], Pick theme [f8], Help [f1].
 _OURS = {"Quit", "Theme", "Keys"}
 
@@ -45,10 +47,16 @@ class LogitscopeCommands(Provider):
         for fmt, what in (("md", "Markdown (the visible branch)"), ("json", "JSON (every branch, token and candidate)")):
             out.append((f"Export chat as {what.split()[0]}", partial(app.action_export_chat, fmt),
                         f"Write the chat as {what} to the exports folder"))
+        out.append(("Past thinking: exact cache / as the template renders it", chat.action_toggle_past_thinking,
+                    "Earlier replies' <think> blocks: kept as the exact ids in the cache (reused), or as the chat "
+                    "template renders them (dropped where it drops them: less context, the last reply re-read)"))
         out.append(("Previews on/off", chat.action_toggle_previews,
                     "Turn the what-if previews under the candidates off, or on again"))
-        for name, label in PANEL_PARAMS:
+        for name, label in ALL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
+        for order in ORDERS:
+            out.append((f"Sampler order: {order}", partial(chat.set_order, order),
+                        f"Run the chain in {order}'s order: {' → '.join(ORDERS[order])}"))
         for preset in chat.config.presets:
             out.append((f"Preset: {printable(preset)}", partial(chat.apply_preset, preset), "Apply this preset"))
         for theme in sorted(app.available_themes):

@@ -28,8 +28,9 @@ from engine.core.api import (
     TurnFinished,
 )
 from tui.app import messages as msg
-from engine.core.chat.context import fit, leave_out
-from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
+from engine.core.chat.context import fit_turn, leave_out
+from tui.app.widgets.thinking_fold import thinking_block
+from engine.core.chat.conversation import ChangeListener, Conversation, Node, TurnStats, Version
 
 FLUSH_HZ = 25.0
 
@@ -45,12 +46,16 @@ class ChatController:
     """Owns the engine and the conversation; posts messages through `post`."""
 
     def __init__(self, engine: EngineAPI, params: SamplingParams, post: Post,
-                 context_strategy: str = "drop_oldest") -> None:
-        """`context_strategy`: what a turn too long for the context does (`engine.core.chat.context`)."""
+                 context_strategy: str = "drop_oldest", on_change: ChangeListener | None = None) -> None:
+        """`context_strategy`: what a turn too long for the context does (`engine.core.chat.context`);
+        `on_change` hears every change of whichever conversation the controller holds (the library)."""
         self.engine = engine
         self.params = params
         self.context_strategy = context_strategy
-        self.conversation = Conversation()
+        self._on_change = on_change
+        self._conversation = Conversation()
+        if on_change is not None:
+            self._conversation.watch(on_change)
         self._post = post
         self._task: asyncio.Task[None] | None = None
         self._streaming: Node | None = None
@@ -62,6 +67,21 @@ class ChatController:
         self._left_out = 0  # oldest messages the last turn left out to fit the context
         self._counted: tuple[tuple[Message, ...], int] | None = None  # the last messages counted, and their count
         self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
+        self.past_thinking: bool | None = None  # drop earlier replies' thinking (None: as the template does)
+
+    @property
+    def conversation(self) -> Conversation:
+        """The live chat; the controller is the one that changes it (and says so: `changed`)."""
+        return self._conversation
+
+    @conversation.setter
+    def conversation(self, conversation: Conversation) -> None:
+        """Replace the live chat: `on_change` follows it to the new one."""
+        if self._on_change is not None:
+            self._conversation.unwatch(self._on_change)
+            conversation.watch(self._on_change)
+        self._conversation = conversation
+        conversation.changed()  # a new live chat is news to whoever keeps it
 
     @property
     def busy(self) -> bool:
@@ -138,6 +158,47 @@ class ChatController:
         self.prepare()
         return f"Thinking {'on' if self.thinking else 'off'} for the next replies."
 
+    @property
+    def drops_past_thinking(self) -> bool:
+        """Whether earlier replies' thinking goes "as the template renders it" (dropped where it
+        drops it: re-read, not reused) rather than as the exact ids in the cache. Default: the
+        template's way where the template drops it (Qwen3's does, and its model card asks so)."""
+        info = self.engine.model
+        default = info is not None and info.drops_past_thinking
+        return default if self.past_thinking is None else self.past_thinking
+
+    def toggle_past_thinking(self) -> str:
+        """Switch how earlier replies' thinking enters the next prompts; one line for the user."""
+        self.past_thinking = not self.drops_past_thinking
+        self.prepare()
+        if self.past_thinking:
+            return ("Past thinking: as the template renders it (dropped where it drops it): less context, "
+                    "but each reply that thought is read again on the next turn.")
+        return "Past thinking: exact cache (kept as written): every earlier token is reused."
+
+    def past_thinking_label(self) -> str:
+        """The status bar's word on earlier replies' thinking and what it costs, counted on the
+        visible chat: dropped, the last reply that thought is read again next turn (its answer)
+        and its thinking leaves the context; kept, it stays (exact cache, reused)."""
+        info = self.engine.model
+        blocks = [(v, thinking_block(v.tokens or [], v.thinking_opened)) for n in self.conversation.path()
+                  if n.role == "assistant" for v in (n.version,)]
+        blocks = [(v, b) for v, b in blocks if b is not None and b.closed]
+        if not blocks and not (info and (info.supports_thinking or info.opens_thinking or info.drops_past_thinking)):
+            return ""
+        thought = sum(b.end for _v, b in blocks)
+        if not self.drops_past_thinking:
+            return f"past think kept (+{thought} ctx)" if blocks else "past think kept"
+        if not blocks:
+            return "past think dropped"
+        last, block = blocks[-1]
+        return f"past think dropped (re-read {len(last.tokens or []) - block.end}, -{thought} ctx)"
+
+    def history(self, upto: Node | None = None) -> tuple[Message, ...]:
+        """The conversation as the engine gets it (`Conversation.messages`) for the loaded model
+        and the past-thinking choice."""
+        return self.conversation.messages(upto=upto, model=self.model_folder, drop_thinking=self.drops_past_thinking)
+
     # --- turns
 
     def send(self, text: str) -> bool:
@@ -145,7 +206,7 @@ class ChatController:
         and the conversation is as it was)."""
         if not self.can_start:
             return False
-        messages = self.conversation.messages(model=self.model_folder) + (Message("user", text),)
+        messages = self.history() + (Message("user", text),)
 
         def commit() -> Node:
             self.conversation.append(Node("user", [Version(text)]))
@@ -157,7 +218,7 @@ class ChatController:
         path = self.conversation.path()
         if not self.can_start or not path or path[-1].role != "assistant":
             return False
-        return self._begin(self.conversation.messages(upto=path[-1], model=self.model_folder), lambda: path[-1])
+        return self._begin(self.history(upto=path[-1]), lambda: path[-1])
 
     def edit_last_user(self, text: str) -> bool:
         """A new version of the last user message, answered afresh; the old turn stays a branch."""
@@ -169,11 +230,12 @@ class ChatController:
         version stays its branch (flip back to it)."""
         if not self.can_start or user.role != "user" or user not in self.conversation.path():
             return False
-        messages = self.conversation.messages(upto=user, model=self.model_folder) + (Message("user", text),)
+        messages = self.history(upto=user) + (Message("user", text),)
 
         def commit() -> Node:
             child = Node("assistant")
             user.add_version(Version(text, child=child))
+            self.conversation.changed()
             return child
         return self._begin(messages, commit, text)
 
@@ -187,8 +249,21 @@ class ChatController:
             self.conversation.root = None
         else:
             parent.version.child = None
+        self.conversation.changed()
         self.prepare()
         return True
+
+    def flip(self, node: Node, step: int) -> bool:
+        """Show `node`'s previous or next version; False when there is none that way."""
+        if not node.flip(step):
+            return False
+        self.conversation.changed()
+        return True
+
+    def set_system_prompt(self, text: str) -> None:
+        """The chat's system prompt, from the next turn."""
+        self.conversation.system_prompt = text
+        self.conversation.changed()
 
     def last_user(self) -> Node | None:
         return next((n for n in reversed(self.conversation.path()) if n.role == "user"), None)
@@ -204,6 +279,9 @@ class ChatController:
             return "Stop the running reply first (Esc)."
         if self.loading:
             return "A model is loading."
+        model = self.engine.model
+        if model is not None and not model.abilities.branching:  # declared at load: refused before a branch exists
+            return model.abilities.reason("branching") or "This engine cannot branch a reply."
         if not old.ids_fit(self.model_folder):  # another model's ids: they would mean other words
             return "This reply came from another model: regenerate it to branch with this one."
         sampled = old.tokens if self.can_start and old.tokens is not None else []
@@ -216,10 +294,11 @@ class ChatController:
         tokens = [*sampled[:index], chosen, *after]
         params = self._turn_params()
         version = Version(tokens=tokens, params=params, branched_at=index, model=self.model_folder,
-                          thinking=old.thinking)  # the same reply, continued: the same prompt
+                          thinking=old.thinking, thinking_opened=old.thinking_opened)  # the same prompt
         node.add_version(version)
+        self.conversation.changed()
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)
-        request = GenerateRequest(self.conversation.messages(upto=node, model=self.model_folder) + (prefix,),
+        request = GenerateRequest(self.history(upto=node) + (prefix,),
                                   params, True)
         self._start(node, version, request)
         return None
@@ -251,11 +330,9 @@ class ChatController:
         return True
 
     async def _fit_and_answer(self, messages: tuple[Message, ...], commit: Callable[[], Node], text: str) -> None:
-        model = self.engine.model
         try:
-            limit = (model.context_limit if model.abilities.token_counting else 0) if model else 1
-            fitted = await fit(self._count, messages, limit, self.context_strategy, self.params.max_tokens,
-                               self._left_out)
+            fitted = await fit_turn(self.engine, messages, self.context_strategy, self.params.max_tokens,
+                                    thinking=self.thinking, dropped_before=self._left_out)
         except EngineError as exc:
             self._post(msg.SendRefused(text, str(exc)))
             return
@@ -268,13 +345,20 @@ class ChatController:
         node = commit()
         params = self._turn_params()
         version = node.add_version(Version(tokens=[], params=params, model=self.model_folder,
-                                           thinking=self.thinking))
+                                           thinking=self.thinking, thinking_opened=self._opens_thinking()))
+        self.conversation.changed()
         self._streaming, self._left_out = node, fitted.dropped
         request = GenerateRequest(fitted.messages, params, thinking=self.thinking)
         events = self.engine.generate(request)  # asked first: see `_start`
         prompt = self._counted[1] if self._counted is not None and self._counted[0] == fitted.messages else None
         self._post(msg.GenerationStarted(node, fitted.dropped, prompt))
         await self._run(node, version, events)
+
+    def _opens_thinking(self) -> bool:
+        """Whether the next reply's prompt ends inside a <think> (the template opens it, and the
+        switch is not off): the reply then thinks from its first token."""
+        info = self.engine.model
+        return info is not None and info.opens_thinking and self.thinking is not False
 
     async def _count(self, messages: Sequence[Message]) -> int:
         """Count, remembering the last count: the prompt a turn sends was counted to fit it, and
@@ -295,7 +379,7 @@ class ChatController:
         it. Fire and forget: never fails."""
         if not self.can_start or self.engine.model is None:
             return
-        messages = leave_out(self.conversation.messages(model=self.model_folder), self._left_out)
+        messages = leave_out(self.history(), self._left_out)
         if messages and messages[-1].role == "user":  # an unanswered message: its reply comes next
             return
         if messages or draft:
@@ -343,6 +427,7 @@ class ChatController:
                     self._finish(node, version, event)
                     return
                 version.tokens.append(event)
+                self.conversation.changed()
                 self._schedule_flush(node)
             raise EngineError("the engine ended the turn without finishing it")
         except EngineError as exc:
@@ -354,6 +439,7 @@ class ChatController:
         finally:
             if version.finish_reason is None:  # cancelled by quitting: saved as what it is
                 version.finish_reason = "cancelled"
+            self.conversation.changed()
             self._cancel_flush()
 
     def _finish(self, node: Node, version: Version, done: TurnFinished) -> None:

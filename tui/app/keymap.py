@@ -24,12 +24,17 @@ from textual.keys import (
     _character_to_key,
 )
 
+from engine.core.regular import read_regular_text
 from engine.core.settings import KeyLines, Problems
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 # Bindings here act only while their widget has focus, so two of these places are never live
 # together; "app" and "screen" bindings are live whatever has focus.
 FOCUS_PLACES = frozenset({"input", "transcript", "candidates", "params"})
+# A dialog's bindings act only while it is on top (a modal screen): live with the app's and its
+# own, never with the chat screen's or a widget's there. A text dialog has both "dialog" (cancel)
+# and "text_dialog" (accept).
+MODAL_PLACES = frozenset({"dialog", "text_dialog", "messages", "picker", "library", "replace", "help"})
 
 Defaults = Mapping[str, tuple[str, str]]  # binding id -> (where it acts, default keys)
 # Textual's own bindings, live on every screen (App.BINDINGS, Screen.BINDINGS): not rebindable,
@@ -152,7 +157,11 @@ def _shared(keys: str, other: str) -> str | None:
 
 def _live_together(place: str, other: str) -> bool:
     """Whether bindings of the two places can both fire on one key press."""
-    return place == other or place not in FOCUS_PLACES or other not in FOCUS_PLACES
+    if place == other or {place, other} == {"dialog", "text_dialog"}:
+        return True
+    if place in MODAL_PLACES or other in MODAL_PLACES:
+        return "app" in (place, other)
+    return place not in FOCUS_PLACES or other not in FOCUS_PLACES
 
 
 def _conflict(keymap: Mapping[str, str], defaults: Defaults, binding_id: str) -> tuple[str, str] | None:
@@ -198,6 +207,6 @@ def _read_quietly(source: Path | None) -> str:
     if source is None:
         return ""
     try:
-        return source.read_text(encoding="utf-8")
+        return read_regular_text(source)
     except (OSError, UnicodeDecodeError):
         return ""

@@ -1,18 +1,25 @@
 """The app's library commands: open the library screen, copy a token or a message to the
 clipboard (OSC 52, Textual's `copy_to_clipboard`), export the chat as Markdown or JSON.
 
-A mixin of `LogitscopeApp`, so the bindings can name them as ``app.…`` actions from any widget
-(the transcript's y / Y) and the palette lists them; app.py keeps only the wiring.
+A helper the app holds (`LibraryActions`), typed by what it needs of the app (`LibraryHost`):
+the app's ``action_*`` methods call it, so the bindings can name them as ``app.…`` actions from
+any widget (the transcript's y / Y) and the palette lists them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from engine.core.library import LibraryError
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+
 from engine.core.chat.code_blocks import code_block_text
+from engine.core.chat.conversation import Conversation
+from engine.core.chat.fileformat import conversation_from_dict
+from engine.core.library import Library, LibraryError
 from engine.core.settings import data_dir
 from engine.core.chat.export import (
     conversation_json,
@@ -21,81 +28,132 @@ from engine.core.chat.export import (
     message_text,
     token_text,
 )
-from tui.app.screens.library import LibraryScreen, reopen
+from tui.app.controller import ChatController
+from tui.app.library_sync import LibrarySync
+from tui.app.screens.chat import ChatScreen
+from tui.app.screens.library import LibraryScreen
 from tui.app.widgets.transcript import Transcript
-
-if TYPE_CHECKING:
-    from tui.app.library_sync import LibrarySync
 
 EXPORT_FOLDER = "exports"
 
 
-class LibraryActions:
-    """Needs `library` (a `LibrarySync`), `chat_screen` and `controller` on the app."""
+class LibraryHost(Protocol):
+    """What the library commands need of the app (`LogitscopeApp` is one)."""
 
     library: LibrarySync
-    chat_screen: Any
-    controller: Any
+    controller: ChatController
+    chat_screen: ChatScreen
     model_spec: str
 
-    def action_open_library(self: Any) -> None:
+    @property
+    def screen(self) -> Screen[Any]: ...
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None: ...
+
+    def push_screen(self, screen: Screen[Any], callback: Any = None) -> Any: ...
+
+    def run_worker(self, work: Any, *, group: str = "default", exclusive: bool = False) -> Any: ...
+
+    def copy_to_clipboard(self, text: str) -> None: ...
+
+
+class LibraryActions:
+    """The app's library commands, a helper the app holds (its ``action_*`` methods call these)."""
+
+    def __init__(self, app: LibraryHost) -> None:
+        self.app = app
+
+    def open_library(self) -> None:
         """The library screen; the live chat's latest change is being saved meanwhile (in a
         thread: the screen opens at once)."""
-        if isinstance(self.screen, LibraryScreen):
+        if isinstance(self.app.screen, LibraryScreen):
             return
-        self.library.save_soon()
-        self.push_screen(LibraryScreen(self.library.path, self.library.deleted), self._open_from_library)
+        self.app.library.save_soon()
+        self.app.push_screen(LibraryScreen(self.app.library.path, self.app.library.deleted), self._open_from_library)
 
-    def _open_from_library(self: Any, chat_id: str | None) -> None:
+    def _open_from_library(self, chat_id: str | None) -> None:
         if chat_id:
-            self.run_worker(reopen(self, chat_id), group="library-open", exclusive=True)
+            self.app.run_worker(self.reopen(chat_id), group="library-open", exclusive=True)
 
-    def _cursor(self: Any) -> Any:
-        return self.chat_screen.query_one(Transcript).cursor
+    async def reopen(self, chat_id: str) -> None:
+        """Make the stored chat the live one (the live one is in the library already), exactly as
+        it was: branches, tokens and candidates, parameters; later changes are saved to its row."""
+        app = self.app
+        try:
+            title, conversation = await asyncio.to_thread(read_chat, app.library.path, chat_id)
+        except (LibraryError, ValueError) as exc:
+            app.notify(f"Could not open the chat: {str(exc).splitlines()[0]}", severity="error", timeout=15)
+            return
+        refused = app.controller.resume(conversation)
+        if refused is not None:
+            app.notify(refused, severity="warning", timeout=15)
+            return
+        app.library.adopt(conversation, chat_id)
+        app.chat_screen._show_new_conversation()
+        model = app.controller.model_folder
+        foreign = any(v.tokens is not None and not v.ids_fit(model) for n in conversation.iter_nodes()
+                      for v in n.versions)
+        note = " Its replies came from another model: they continue as text." if foreign else ""
+        app.notify(f"Opened “{title}” ({len(conversation.path())} messages).{note}")
 
-    def action_copy_token(self: Any) -> None:
+    def _cursor(self) -> Any:
+        return self.app.chat_screen.query_one(Transcript).cursor
+
+    def copy_token(self) -> None:
         text = token_text(self._cursor())
         if text is None:
-            self.notify("Select a token first (Esc, then the arrows).")
+            self.app.notify("Select a token first (Esc, then the arrows).")
             return
-        self.copy_to_clipboard(text)
-        self.notify(f"Copied the token ({len(text)} characters).", timeout=3)
+        self.app.copy_to_clipboard(text)
+        self.app.notify(f"Copied the token ({len(text)} characters).", timeout=3)
 
-    def action_copy_message(self: Any) -> None:
-        text = message_text(self.controller.conversation, self._cursor())
+    def copy_message(self) -> None:
+        text = message_text(self.app.controller.conversation, self._cursor())
         if not text:
-            self.notify("Nothing to copy yet.")
+            self.app.notify("Nothing to copy yet.")
             return
-        self.copy_to_clipboard(text)
-        self.notify(f"Copied the message ({len(text)} characters).", timeout=3)
+        self.app.copy_to_clipboard(text)
+        self.app.notify(f"Copied the message ({len(text)} characters).", timeout=3)
 
-    def action_copy_code(self: Any) -> None:
-        """The fenced code block at the cursor (else the last one shown), its code only (#30.6)."""
-        text = code_block_text(self.controller.conversation, self._cursor())
+    def copy_code(self) -> None:
+        """The fenced code block at the cursor (else the last one shown), its code only."""
+        text = code_block_text(self.app.controller.conversation, self._cursor())
         if text is None:
-            self.notify("No code block to copy (a fenced ``` block in a reply).")
+            self.app.notify("No code block to copy (a fenced ``` block in a reply).")
             return
-        self.copy_to_clipboard(text)
+        self.app.copy_to_clipboard(text)
         lines = text.count("\n") + 1
-        self.notify(f"Copied the code block ({lines} line{'s' if lines != 1 else ''}).", timeout=3)
+        self.app.notify(f"Copied the code block ({lines} line{'s' if lines != 1 else ''}).", timeout=3)
 
-    def action_export_chat(self: Any, fmt: str) -> None:
+    def export_chat(self, fmt: str) -> None:
         """Write the live chat to the exports folder: Markdown (the visible branch) or JSON
         (everything; `logitscope import` and other tools read it)."""
-        conversation = self.controller.conversation
+        app = self.app
+        conversation = app.controller.conversation
         if conversation.root is None:
-            self.notify("Nothing to export yet.")
+            app.notify("Nothing to export yet.")
             return
         title = default_title(conversation)
-        text = markdown(title, conversation) if fmt == "md" else conversation_json(title, self.model_spec, conversation)
-        path = export_path(data_dir() / EXPORT_FOLDER, self.library.conversation_id, fmt)
+        text = markdown(title, conversation) if fmt == "md" else conversation_json(title, app.model_spec, conversation)
+        path = export_path(data_dir() / EXPORT_FOLDER, app.library.conversation_id, fmt)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         except (OSError, LibraryError) as exc:
-            self.notify(f"Could not export the chat: {exc}", severity="error", timeout=15)
+            app.notify(f"Could not export the chat: {exc}", severity="error", timeout=15)
             return
-        self.notify(f"Exported the chat to {path}")
+        app.notify(f"Exported the chat to {path}")
+
+
+def read_chat(path: Path, chat_id: str) -> tuple[str, Conversation]:
+    """In a thread: the stored chat, checked whole by the app's reader (ValueError if bad)."""
+    library = Library(path, timeout=1.0)
+    try:
+        stored = library.load(chat_id)
+    finally:
+        library.close()
+    return stored.entry.title, conversation_from_dict(stored.document)
 
 
 def export_path(folder: Path, chat_id: str | None, fmt: str) -> Path:

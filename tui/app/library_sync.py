@@ -1,8 +1,9 @@
 """Keeping the chat in the conversation library as it happens (`engine.core.library`).
 
-The controller's messages say when a turn starts, finishes or fails: those commit at once. Edits,
-deletes and flips between versions post nothing, so a cheap fingerprint of the tree is compared
-every `POLL_S`; a change commits, and a reply still streaming commits at most every `STREAM_S`.
+The controller's messages say when a turn starts, finishes or fails: those commit at once. Every
+other change (an edit, a delete, a flip between versions, a token) reaches `changed` through the
+conversation's own change counter (`Conversation.watch`), and commits `SETTLE_S` later (a burst of
+changes is one save); a reply still streaming commits at most every `STREAM_S`. Nothing polls.
 
 The snapshot is taken on the event loop, where the conversation lives, as a shallow copy of the
 tree (token events are frozen, so copying their lists is enough: ~0.1 ms for 10,000 tokens);
@@ -28,7 +29,7 @@ from tui.app import messages as msg
 from engine.core.chat.conversation import Conversation, Node
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 
-POLL_S = 0.5  # how soon an edit, delete or flip (which post no message) reaches the library
+SETTLE_S = 0.3  # an edit, delete or flip reaches the library this soon (a burst of changes: one save)
 STREAM_S = 2.0  # a streaming reply is committed at least this often
 PURGE_AFTER_S = 30 * 86_400  # a deleted chat can be undone this long (across restarts), then goes
 LAST_ID = "last_id"  # the chat saved last, so a resumed copy of it continues its row
@@ -39,17 +40,6 @@ Post = Callable[[TextualMessage], object]
 def _normalize(data: Any) -> dict[str, Any]:
     """An old JSON file through the checked reader, out as format 2 (ValueError if it is bad)."""
     return conversation_to_dict(conversation_from_dict(data))
-
-
-def fingerprint(conversation: Conversation) -> int:
-    """Changes whenever what would be saved changes (a message, version, choice or token added),
-    in one walk over the nodes and no copy of the text."""
-    parts: list[object] = [conversation.system_prompt]
-    for node in conversation.iter_nodes():
-        parts += [id(node), node.active]
-        for version in node.versions:
-            parts += [len(version.text), len(version.tokens or ()), version.finish_reason, id(version.child)]
-    return hash(tuple(parts))
 
 
 def frozen_copy(conversation: Conversation) -> Conversation:
@@ -72,16 +62,19 @@ class LibrarySync:
     needed (the controller replaces its conversation on a new chat); `report` shows one line."""
 
     def __init__(self, path: Path, state_folder: Path, conversation: Callable[[], Conversation],
-                 model_spec: Callable[[], str | None], report: Callable[[str], None]) -> None:
+                 model_spec: Callable[[], str | None], report: Callable[[str], None],
+                 streaming: Callable[[], bool] = lambda: False) -> None:
         self.path = path
         self._state_folder = state_folder
         self._conversation = conversation
         self._model_spec = model_spec
         self._report = report
+        self._streaming = streaming
+        self._pending: asyncio.TimerHandle | None = None  # the save a change scheduled
         self._library: Library | None = None
         self._tracked: Conversation | None = None  # the chat `conversation_id` belongs to
         self.conversation_id: str | None = None
-        self._saved_print: int | None = None
+        self._saved_revision: tuple[int, int] | None = None  # (id, revision) of what was saved
         self._last_save = 0.0
         self._saving = False
         self._again = False
@@ -101,12 +94,24 @@ class LibrarySync:
     def adopt(self, conversation: Conversation, conversation_id: str) -> None:
         """`conversation` was opened from the library as `conversation_id`: keep saving to it."""
         self._tracked, self.conversation_id = conversation, conversation_id
-        self._saved_print = fingerprint(conversation)
+        self._saved_revision = (id(conversation), conversation.revision)
 
-    def poll(self, streaming: bool) -> None:
-        """Called every `POLL_S`: commit a change (a streaming reply at most every `STREAM_S`)."""
-        if streaming and time.monotonic() - self._last_save < STREAM_S:
+    def changed(self, conversation: Conversation) -> None:
+        """A change of the live chat (`Conversation.watch`): commit it soon, once per burst; a
+        streaming reply at most every `STREAM_S`."""
+        if self._pending is not None:
             return
+        delay = SETTLE_S
+        if self._streaming():
+            delay = max(delay, STREAM_S - (time.monotonic() - self._last_save))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a script or a test driving the tree): `save_now` keeps it
+            return
+        self._pending = loop.call_later(delay, self._pending_save)
+
+    def _pending_save(self) -> None:
+        self._pending = None
         self.save_soon()
 
     def save_soon(self, force: bool = False) -> None:
@@ -140,13 +145,13 @@ class LibrarySync:
     def _snapshot(self, force: bool) -> tuple[Conversation, Conversation] | None:
         conversation = self._conversation()
         if conversation is not self._tracked:
-            self._tracked, self.conversation_id, self._saved_print = conversation, None, None
+            self._tracked, self.conversation_id, self._saved_revision = conversation, None, None
         if conversation.root is None:
             return None
-        now_print = fingerprint(conversation)
-        if now_print == self._saved_print and not force:
+        now = (id(conversation), conversation.revision)
+        if now == self._saved_revision and not force:
             return None
-        self._saved_print = now_print
+        self._saved_revision = now
         self._last_save = time.monotonic()
         return conversation, frozen_copy(conversation)
 
@@ -170,7 +175,7 @@ class LibrarySync:
             saved = library.save(document, conversation_id=chosen, model_spec=self._model_spec())
             library.set_setting(LAST_ID, saved)
         except LibraryError as exc:
-            self._saved_print = None  # try again at the next change
+            self._saved_revision = None  # try again at the next change
             self._problem(f"Not saved to the library: {exc}")
             return
         if conversation is self._tracked:
@@ -209,6 +214,9 @@ class LibrarySync:
             self._report(line)
 
     def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
         if self._library is not None:
             self._library.close()
             self._library = None

@@ -2,9 +2,16 @@
 
 Work flows as an explicit chain, so tests can watch it with ``run_test(message_hook=...)``:
 ``GenerationStarted -> ReplyGrew* -> GenerationFinished | GenerationFailed``.
+
+Each message is a dataclass (Textual calls `__post_init__` for them), compared by identity
+(``eq=False``: two equal-looking messages are still two events). Where only the newest of a kind
+matters (a reply that grew again, newer load progress, the cursor moved again, a newer draft),
+`can_replace` lets Textual drop the older one still waiting in the queue: coalescing without timers.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from textual.message import Message
 
@@ -12,131 +19,155 @@ from engine.core.api import LoadProgress, ModelInfo
 from engine.core.chat.conversation import Node, TurnStats
 
 
+@dataclass(eq=False)
 class ContextMeasured(Message):
     """The conversation as it now stands (resumed, another branch shown) takes `tokens` of the
     model's context: the engine said so once it had them cached."""
 
-    def __init__(self, tokens: int) -> None:
-        super().__init__()
-        self.tokens = tokens
+    tokens: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ContextMeasured)
 
 
+@dataclass(eq=False)
 class ModelLoadStarted(Message):
     """A load of `spec` began; whatever was loaded before is gone."""
 
-    def __init__(self, spec: str) -> None:
-        super().__init__()
-        self.spec = spec
+    spec: str
 
 
+@dataclass(eq=False)
 class ModelLoading(Message):
-    """Loading news (`fraction` None = unknown)."""
+    """Loading news (`progress.fraction` None = unknown)."""
 
-    def __init__(self, progress: LoadProgress) -> None:
-        super().__init__()
-        self.progress = progress
+    progress: LoadProgress
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ModelLoading)
 
 
+@dataclass(eq=False)
 class ModelLoaded(Message):
-    def __init__(self, info: ModelInfo) -> None:
-        super().__init__()
-        self.info = info
+    """The model is in; `info` says what it is and what the engine can do with it."""
+
+    info: ModelInfo
 
 
+@dataclass(eq=False)
 class ModelLoadFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+    """The load ended in `error` (one line); the previous model, if any, is still loaded."""
+
+    error: str
 
 
+@dataclass(eq=False)
 class GenerationStarted(Message):
     """A reply (new, regenerated or branched) begins in `node`; `dropped`: how many of the oldest
     messages were left out of the request to fit the context ([chat] context_strategy)."""
 
-    def __init__(self, node: Node, dropped: int = 0, prompt_tokens: int | None = None) -> None:
-        """`prompt_tokens`: the prompt's length where it was counted (the context it takes)."""
-        super().__init__()
-        self.node = node
-        self.dropped = dropped
-        self.prompt_tokens = prompt_tokens
+    node: Node
+    dropped: int = 0
+    prompt_tokens: int | None = None  # the prompt's length where it was counted (the context it takes)
 
 
+@dataclass(eq=False)
 class SendRefused(Message):
     """A turn did not start and nothing entered the conversation: `reason` is one line for the
     user; `text` is the message that was not sent (back into the input), "" for a regenerate."""
 
-    def __init__(self, text: str, reason: str) -> None:
-        super().__init__()
-        self.text = text
-        self.reason = reason
+    text: str
+    reason: str
 
 
+@dataclass(eq=False)
 class ReplyGrew(Message):
     """New tokens were added to `node`'s active version (coalesced: tens per second at most)."""
 
-    def __init__(self, node: Node) -> None:
-        super().__init__()
-        self.node = node
+    node: Node
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ReplyGrew) and message.node is self.node
 
 
+@dataclass(eq=False)
 class GenerationFinished(Message):
-    def __init__(self, node: Node, stats: TurnStats, reason: str) -> None:
-        super().__init__()
-        self.node = node
-        self.stats = stats
-        self.reason = reason
+    """`node`'s reply ended for `reason` ("stop", "length", "cancelled"), with its statistics."""
+
+    node: Node
+    stats: TurnStats
+    reason: str
 
 
+@dataclass(eq=False)
 class GenerationFailed(Message):
-    def __init__(self, node: Node | None, error: str) -> None:
-        super().__init__()
-        self.node = node
-        self.error = error
+    """The turn ended in `error` (one line); `node` is the reply it was writing, if any."""
+
+    node: Node | None
+    error: str
 
 
+@dataclass(eq=False)
 class TokenSelected(Message):
     """The token cursor moved (`index` None = no token selected)."""
 
-    def __init__(self, node: Node | None, index: int | None) -> None:
-        super().__init__()
-        self.node = node
-        self.index = index
+    node: Node | None
+    index: int | None
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TokenSelected)
 
 
+@dataclass(eq=False)
 class CandidateChosen(Message):
     """The user picked candidate number `position` (0-based) of the selected token."""
 
-    def __init__(self, position: int) -> None:
-        super().__init__()
-        self.position = position
+    position: int
 
 
+@dataclass(eq=False)
+class CandidateBias(Message):
+    """Bias the selected token's candidate number `position`: `step` added to its logit bias,
+    or None to ban it (again: unban)."""
+
+    position: int
+    step: float | None
+
+
+@dataclass(eq=False)
 class ParamStep(Message):
-    def __init__(self, name: str, direction: int) -> None:
-        super().__init__()
-        self.name = name
-        self.direction = direction
+    """Step parameter `name` one notch up (`direction` 1) or down (-1)."""
+
+    name: str
+    direction: int
 
 
+@dataclass(eq=False)
 class ParamEdit(Message):
     """Ask for a typed value for `name`."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
+    name: str
 
 
+@dataclass(eq=False)
 class Submitted(Message):
     """The chat input sent `text`."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
+@dataclass(eq=False)
 class DraftPaused(Message):
     """The user stopped typing for a moment with `text` in the chat input (not sent yet)."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DraftPaused)
+
+
+@dataclass(eq=False)
+class SearchStep(Message):
+    """n / N while a search is on: the next (+1) or previous (-1) match."""
+
+    step: int

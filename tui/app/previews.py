@@ -45,12 +45,15 @@ Post = Callable[[TextualMessage], object]
 Key = tuple[tuple[Message, ...], int, SamplingParams, int]
 
 
+@dataclass(eq=False)
 class PreviewsChanged(TextualMessage):
-    """Previews of `request`'s token grew or finished (the screen shows them if it still shows that token)."""
+    """Previews of `request`'s token grew or finished (the screen shows them if it still shows that
+    token); a newer change of the same request replaces one still queued."""
 
-    def __init__(self, request: PreviewRequest) -> None:
-        super().__init__()
-        self.request = request
+    request: PreviewRequest
+
+    def can_replace(self, message: TextualMessage) -> bool:
+        return isinstance(message, PreviewsChanged) and message.request is self.request
 
 
 @dataclass

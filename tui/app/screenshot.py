@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         engine: EngineAPI = ScriptedEngine()
         print(asyncio.run(take(out, engine, "Say hello")))
     else:
-        from engine.local.client import Engine
+        from engine.factory import local_engine
 
-        print(asyncio.run(take(out, Engine(), QUESTION)))
+        print(asyncio.run(take(out, local_engine(), QUESTION)))
     return 0
 
 

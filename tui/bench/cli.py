@@ -1,7 +1,7 @@
 """``logitscope bench``: argument parsing and the order the sections run in.
 
 Everything runs offline on models built here with random weights at realistic shapes (see
-`tui.bench.shapes`), unless ``--model`` names a real one. ``--quick`` is a smoke run (under
+`engine.bench.shapes`), unless ``--model`` names a real one. ``--quick`` is a smoke run (under
 about two minutes on a 2-core CPU); the default is a full run (tens of minutes).
 """
 
@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Sequence
 
 from tui.bench.plan import Plan
+from tui.cli_parser import OneLineParser, UsageError
 from engine.cpu.blas import enable_fast_blas
 
-SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "memory",
-            "library")
+SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "gguf-load",
+            "memory", "library")
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -40,11 +41,12 @@ def make_plan(args: argparse.Namespace) -> Plan:
         process_budget_s=5.0 if quick else 10.0,
         sections=tuple(args.sections.split(",")) if args.sections else SECTIONS,
         weights_dtype=args.weights_dtype,
+        gguf_file=args.gguf or "",
     )
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="logitscope bench", description="Measure logitscope's speed, offline.")
+    p = OneLineParser(prog="logitscope bench", description="Measure logitscope's speed, offline.")
     p.add_argument("--model", metavar="SPEC", help="also benchmark this real model (folder or hub id)")
     p.add_argument("--rounds", type=int, default=0, metavar="N", help="alternating rounds per comparison")
     p.add_argument("--quick", action="store_true", help="a short smoke run (about 2 minutes)")
@@ -53,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--weights-dtype", choices=("bfloat16", "float32"), default="bfloat16",
                    help="dtype the built-in models are saved in (hub models ship bfloat16)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--gguf", metavar="FILE", help="the real GGUF file the gguf-load section loads (ours vs llama.cpp)")
     p.add_argument("--shapes", metavar="LIST",
                    help="built-in random-weight models to use, e.g. 2m,30m,30m-4bit,qwen0.5b (4-bit), "
                         "qwen0.5b-bf16 (all sections, the BLAS one included)")
@@ -62,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
 
 def _problem(args: argparse.Namespace, plan: Plan) -> str:
     """One line saying what is wrong with the arguments, or ""."""
-    from tui.bench.shapes import shape_named
+    from engine.bench.shapes import shape_named
 
     if args.rounds < 0:
         return f"--rounds must be a positive number, got {args.rounds}"
@@ -82,12 +85,14 @@ def _problem(args: argparse.Namespace, plan: Plan) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run, print; bad input is one line on stderr and exit status 2."""
     words = list(sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(words[1:] if words[:1] == ["bench"] else words)
+    try:
+        args = parser().parse_args(words[1:] if words[:1] == ["bench"] else words)
+    except UsageError as error:
+        return _refuse(str(error))
     plan = make_plan(args)
     problem = _problem(args, plan)
     if problem:
-        print(f"logitscope bench: {problem}", file=sys.stderr)
-        return 2
+        return _refuse(problem)
     blas = enable_fast_blas()  # before MLX loads, as the app does
     from tui.bench.run import run_all
 
@@ -99,6 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     print(report.to_json() if args.json else report.to_text())
     return 0
+
+
+def _refuse(problem: str) -> int:
+    """A bad command line: one line on stderr, exit status 2."""
+    print(f"logitscope bench: {problem}", file=sys.stderr)
+    return 2
 
 
 def _progress(line: str) -> None:

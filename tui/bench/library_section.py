@@ -16,7 +16,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from tui.bench.report import Section, run_json_module
+from engine.bench.report import Section, run_json_module
 from engine.core.library import Library
 from engine.core.library.blobs import encode_tokens
 

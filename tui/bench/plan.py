@@ -25,3 +25,4 @@ class Plan:
     process_budget_s: float
     sections: tuple[str, ...]
     weights_dtype: str
+    gguf_file: str = ""  # the gguf-load section's real file (--gguf FILE)

@@ -7,9 +7,7 @@ Modes (one JSON object on stdout):
 - ``stream``: a ScriptedEngine emits a long reply as fast as the event loop allows; reports the
   tokens/s the app sustained end to end and the backlog (how long after the engine finished the
   screen had handled the finish), plus key-press-to-screen latency while a reply streams.
-- ``startup --since T [--real]``: seconds from T (the parent's ``time.time()`` just before it
-  spawned this process) to the first painted chat screen and to the loaded model (the scripted
-  demo, or with ``--real`` the real Engine loading the packaged demo model).
+- start-up is `tui.bench.probe_startup` (it must not import Textual before the app would).
 - ``app --model FOLDER``: the real Engine inside the app, as a person drives it (type, pause,
   Enter): Enter to the first token reaching the app, the engine's own TTFT for the same turns,
   and decode speed while the app draws. On a small machine the app's drawing takes CPU the
@@ -32,8 +30,7 @@ from textual import events
 
 from engine.core.settings import load_config
 from engine.scripted import ScriptedEngine
-from tui.app.application import LogitscopeApp
-from tui.main import tune_gc_for_streaming
+from tui.app.application import LogitscopeApp, tune_gc_for_streaming
 from engine.core.chat.conversation import TurnStats
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.status_bar import StatusBar
@@ -162,45 +159,13 @@ async def _finished_stats(app: LogitscopeApp) -> TurnStats:
     return stats
 
 
-def startup(since: float, real: bool) -> dict[str, float]:
-    """Run the app headless until the model is loaded; report both moments relative to `since`.
-
-    "First paint" is when Textual hands over to the auto-pilot: the app is running and the chat
-    screen has been composed and refreshed once.
-    """
-    marks: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as folder:
-        if real:
-            from engine.local.client import Engine
-
-            engine: Any = Engine()
-        else:
-            engine = ScriptedEngine()
-        app = _app(engine, Path(folder))
-        app.model_spec = "demo"
-
-        async def pilot_run(pilot: Any) -> None:
-            await _until(lambda: app.screen is app.chat_screen, timeout=30)
-            marks["first_paint_s"] = time.time() - since  # composed and refreshed once
-            # (no pilot.pause() here: under the engine thread's import it waits on the GIL, not on
-            # painting; in tmux the first screen of the real app appears at about the same time)
-            await _until(lambda: app.engine.model is not None, timeout=120)
-            marks["model_loaded_s"] = time.time() - since
-            await app.action_quit()
-
-        app.run(headless=True, size=SIZE, auto_pilot=pilot_run)
-    return marks
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tui.bench.probe_app")
-    parser.add_argument("mode", choices=("stream", "startup", "app", "previews"))
+    parser.add_argument("mode", choices=("stream", "app", "previews"))
     parser.add_argument("--model", default="")
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--tokens", type=int, default=4000)
     parser.add_argument("--presses", type=int, default=10)
-    parser.add_argument("--since", type=float, default=0.0)
-    parser.add_argument("--real", action="store_true")
     args = parser.parse_args(argv)
     tune_gc_for_streaming()  # as `logitscope` itself does
     if args.mode == "stream":
@@ -211,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
         from tui.bench.probe_previews import key_latency_while_previewing
 
         result = asyncio.run(key_latency_while_previewing(args.model, args.presses))
-    else:
-        result = startup(args.since or time.time(), args.real)
     print(json.dumps(result), flush=True)
     return 0
 

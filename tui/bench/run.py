@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from engine.cpu import native
-from tui.bench.engine_sections import branch_section, decode_section, ttft_section
-from tui.bench.machine import describe
-from tui.bench.process_section import process_section
-from tui.bench.report import Report, Section
-from tui.bench.rewind_section import rewind_section
-from tui.bench.sampler_section import sampler_section
+from engine.bench.engine_sections import branch_section, decode_section, ttft_section
+from engine.bench.machine import describe
+from engine.bench.process_section import process_section
+from engine.bench.report import Report, Section
+from engine.bench.rewind_section import rewind_section
+from engine.bench.sampler_section import sampler_section
 from tui.bench.tui_section import tui_section
-from tui.bench.turns import Contenders, open_contenders
+from engine.bench.turns import Contenders, open_contenders
 
 if TYPE_CHECKING:
     from tui.bench.plan import Plan
@@ -28,8 +28,8 @@ Progress = Callable[[str], None]
 def _folder_for(shape_name: str, scratch: Path, dtype: str) -> str:
     from dataclasses import replace
 
-    from tui.bench.folders import write_model_folder
-    from tui.bench.shapes import build_model, shape_named
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
 
     shape = replace(shape_named(shape_name), dtype=dtype)
     return str(write_model_folder(scratch / shape.name, shape, build_model(shape)))
@@ -47,6 +47,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         ("blas-dtype", "Fast BLAS and compute dtype (plain mlx-lm, a fresh process per configuration)"),
         ("tui", "TUI: stream throughput, key latency, start-up"),
         ("gguf", "GGUF through llama.cpp: ours (10 candidates) vs llama.cpp's own greedy loop, same file and threads"),
+        ("gguf-load", "Loading a real GGUF file: ours vs llama-cpp-python's Llama(), start to first token, memory"),
         ("memory", "4-bit MLX models on the CPU: decode speed, weights read per token, resident memory vs float32"),
         ("library", "Conversation library: 1,000 chats x 50 turns, open and filter (target: within 100 ms of a key)"),
     ) if name in plan.sections}
@@ -79,14 +80,20 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         app_model = (app_shape, _folder_for(app_shape, scratch, plan.weights_dtype)) if app_shape else None
         tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000, app_model)
     if "gguf" in sections:
-        from tui.bench.gguf_section import gguf_section
+        from engine.bench.gguf_section import gguf_section
         from engine.gguf import default_threads
 
         progress("bench: GGUF (llama.cpp)")
         await gguf_section(sections["gguf"], plan.shapes, scratch, plan.rounds, plan.decode_tokens,
                            plan.process_prompt, default_threads())
+    if "gguf-load" in sections:
+        from engine.bench.gguf_load import gguf_load_section
+        from engine.gguf import default_threads
+
+        progress("bench: GGUF load (subprocesses)")
+        gguf_load_section(sections["gguf-load"], plan.gguf_file, plan.rounds, default_threads())
     if "memory" in sections:
-        from tui.bench.memory_section import memory_section
+        from engine.bench.memory_section import memory_section
 
         progress("bench: 4-bit memory (subprocesses)")
         memory_section(sections["memory"], plan.shapes, plan.process_prompt, plan.decode_tokens, plan.rounds)
@@ -95,7 +102,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
 
         progress("bench: conversation library (builds 1,000 chats)")
         library_section(sections["library"], scratch, plan.rounds)
-        from tui.bench.kvdisk_rows import kvdisk_rows
+        from engine.bench.kvdisk_rows import kvdisk_rows
 
         shape = plan.shapes[-1]
         progress(f"bench: reopening a long chat ({shape}, KV cache on disk)")
@@ -121,7 +128,7 @@ async def _engine_sections(sections: dict[str, Section], plan: "Plan", name: str
         await branch_section(sections["branch"], name, contenders, plan.history_tokens, plan.reply_tokens,
                              plan.rounds)
     if "preview" in sections and (last or len(plan.shapes) > 2):
-        from tui.bench.preview_section import preview_section
+        from engine.bench.preview_section import preview_section
 
         progress(f"bench: previews {name}")
         await preview_section(sections["preview"], name, contenders, plan.history_tokens, plan.rounds)

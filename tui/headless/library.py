@@ -14,10 +14,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from engine.core.library import Library, LibraryError, Stored
+from engine.core.regular import read_regular_text
+from tui.cli_parser import OneLineParser, UsageError
 from engine.core.settings import printable, printable_json
+from engine.core.text import title_line
 from engine.core.chat.export import exchange_json
 from engine.core.chat.export import markdown as chat_markdown
 from engine.core.chat.conversation import Conversation
@@ -28,18 +31,9 @@ LIBRARY_COMMANDS = ("list", "export", "import")
 PREFIX = "logitscope: "
 
 
-class _Usage(Exception):
-    """A bad command line, in one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _Usage(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="logitscope")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="logitscope")
+    commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", help="chats in the library, newest first")
     listing.add_argument("query", nargs="*", help="words every listed chat holds")
     export = commands.add_parser("export", help="print a chat: Markdown (the visible branch) or JSON (everything)")
@@ -54,7 +48,7 @@ def main(argv: Sequence[str], out: TextIO | None = None, err: TextIO | None = No
     out, err = out or sys.stdout, err or sys.stderr
     try:
         args = _parser().parse_args(list(argv))
-    except _Usage as exc:
+    except UsageError as exc:
         return _fail(err, str(exc), 2)
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else 0
@@ -76,11 +70,11 @@ def main(argv: Sequence[str], out: TextIO | None = None, err: TextIO | None = No
 def _list(library: Library, query: str, out: TextIO) -> None:
     for entry in library.entries(query):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.updated))
-        out.write(printable(f"{entry.id}  {when}  {entry.messages:>4} msgs  {entry.title}") + "\n")
+        out.write(printable(f"{entry.id}  {when}  {entry.messages:>4} msgs  {title_line(entry.title)}") + "\n")
 
 
 def export_json(stored: Stored) -> str:
-    """The README's exchange format (`engine.core.chat.export.exchange_json`)."""
+    """The exchange format of docs/library.md (`engine.core.chat.export.exchange_json`)."""
     return exchange_json(stored.entry.title, stored.entry.model_spec, stored.document)
 
 
@@ -106,7 +100,7 @@ def _import(library: Library, path: Path, out: TextIO, err: TextIO) -> int:
 
 def _title_of(path: Path) -> str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(path))
     except (OSError, ValueError):
         return ""
     title = data.get("title") if isinstance(data, dict) else None

@@ -8,11 +8,11 @@ name in a reason) is printed made visible (`engine.core.settings.printable`): a 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict
 from typing import Any, Callable, TextIO
 
+from engine.core import strictjson
 from engine.core.api import LoadProgress, ProgressCallback, SamplingParams, TokenEvent, TurnFinished
 from engine.core.settings import printable, printable_json, shortened
 
@@ -83,7 +83,7 @@ class Printer:
             self.on_token(event)
         if self.as_json:
             record = token_record(turn, event) | ({"previews": previews} if previews is not None else {})
-            self.out.write(printable_json(json.dumps(record, ensure_ascii=False)) + "\n")
+            self.out.write(printable_json(strictjson.dumps(record, ensure_ascii=False)) + "\n")
         else:
             self._texts.append(event.text)
             self.out.write(printable(event.text))
@@ -93,7 +93,7 @@ class Printer:
         """The end of a turn: what the stream held back and a newline after the reply (and a note
         on stderr when the length limit cut it), or the turn's --json line."""
         if self.as_json:
-            self.out.write(printable_json(json.dumps(turn_record(turn, done, params), ensure_ascii=False)) + "\n")
+            self.out.write(printable_json(strictjson.dumps(turn_record(turn, done, params), ensure_ascii=False)) + "\n")
         else:
             self.out.write(printable(held_back(self._texts, done.text)) + "\n")
             self._texts = []

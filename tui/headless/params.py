@@ -11,21 +11,10 @@ import argparse
 from typing import Callable, Mapping
 
 from engine.core.api import PARAM_LIMITS, ParamError, SamplingParams
+from engine.core.params import BY_NAME, ORDERS, STAGES, flags
 
-# flag -> SamplingParams field (the flag names users know from mlx-lm and llama.cpp)
-PARAM_FLAGS: Mapping[str, str] = {
-    "--temp": "temperature",
-    "--top-k": "top_k",
-    "--top-p": "top_p",
-    "--min-p": "min_p",
-    "--repetition-penalty": "repetition_penalty",
-    "--repetition-context-size": "repetition_context_size",
-    "--presence-penalty": "presence_penalty",
-    "--frequency-penalty": "frequency_penalty",
-    "--seed": "seed",
-    "--max-tokens": "max_tokens",
-    "--candidates": "candidates",
-}
+# flag -> SamplingParams field (the flag names users know from mlx-lm and llama.cpp), from the one table
+PARAM_FLAGS: Mapping[str, str] = flags()
 
 
 def _number_type(kind: type) -> Callable[[str], int | float]:
@@ -47,9 +36,35 @@ def add_param_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("sampling (defaults from [sampling] in the config)")
     for flag, name in PARAM_FLAGS.items():
         low, high, kind = PARAM_LIMITS[name]
+        if kind is tuple:  # list-valued: text, checked by the table's own parser
+            param = BY_NAME[name]
+            group.add_argument(flag, dest=name, default=None, metavar=_LIST_METAVARS.get(name, "TEXT"),
+                               action="append" if param.append else "store", help=_LIST_HELP.get(name, param.label))
+            continue
         extra = "; -1 = a fresh random seed per turn" if name == "seed" else ""
         group.add_argument(flag, dest=name, type=_number_type(kind), default=None, metavar="N" if kind is int else "F",
                            help=f"{name.replace('_', ' ')} ({_bound(low, kind)} to {_bound(high, kind)}{extra})")
+
+
+_LIST_METAVARS = {"logit_bias": "ID=BIAS", "dry_sequence_breaker": "TEXT", "samplers": "ORDER"}
+_LIST_HELP = {
+    "logit_bias": "add BIAS (-100 to 100; -100 or 'ban' bans) to token ID's logit; repeat the flag for more",
+    "dry_sequence_breakers": "a text at which DRY's repetitions restart (repeat the flag; 'none': no breakers)",
+    "samplers": f"the chain's order: {', '.join(ORDERS)}, or stage names joined by ';' ({';'.join(STAGES)})",
+}
+
+
+def _list_value(name: str, given: str | list[str]) -> object:
+    """A list-valued flag's text (or, for a repeated flag, every given text) as the table parses it."""
+    parse = BY_NAME[name].parse
+    assert parse is not None
+    try:
+        if name == "dry_sequence_breakers":
+            items = [i.replace("\\n", "\n").replace("\\t", "\t") for i in (given if isinstance(given, list) else [given])]
+            return () if [i.strip().lower() for i in items] == ["none"] else tuple(items)
+        return parse(",".join(given) if isinstance(given, list) else given)
+    except ValueError as error:
+        raise ParamError(f"{name} {error}") from None
 
 
 def _bound(value: float, kind: type) -> str:
@@ -67,6 +82,8 @@ def params_from_args(args: argparse.Namespace, defaults: SamplingParams) -> Samp
         if name == "seed" and value == -1:
             value = None
         try:
+            if PARAM_LIMITS[name][2] is tuple:
+                value = _list_value(name, value)
             params = params.with_changes(**{name: value})
         except ParamError as error:
             raise ParamError(f"{flag}: {error}") from error

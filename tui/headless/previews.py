@@ -69,7 +69,7 @@ def preview_record(previews: PreviewFinished) -> list[dict[str, Any]]:
 
 async def previews_at(engine: EngineAPI, request: PreviewRequest) -> PreviewFinished:
     """One preview command, read to its end (closed however reading ends)."""
-    async with contextlib.aclosing(engine.local.preview(request)) as stream:
+    async with contextlib.aclosing(engine.preview(request)) as stream:
         async for item in stream:
             if isinstance(item, PreviewFinished):
                 return item

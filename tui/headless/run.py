@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
+import signal
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
+from engine.core import strictjson
 from engine.core.api import (
     ContextLimitError,
     EngineAPI,
@@ -33,7 +34,10 @@ from engine.core.api import (
     SamplingParams,
     TurnFinished,
 )
+from engine.core.chat.context import fit_turn, left_out_note
 from engine.core.settings import Config, load_config, parse_gguf_threads, printable
+from tui.cli_parser import OneLineParser, UsageError, nonblank
+from engine.core.thinking import holds_thinking
 from tui.headless.output import Printer, progress_printer, say as _say
 from tui.headless.params import add_param_flags, params_from_args
 from tui.headless.previews import PreviewSpec, parse_preview, run_turn_with_previews
@@ -43,6 +47,7 @@ from engine.core.library import LibraryError
 EngineFactory = Callable[[], EngineAPI]
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
 EXIT_BROKEN_PIPE = 141
 
 
@@ -54,22 +59,10 @@ RUN_DESCRIPTION = (
 )
 
 
-class UsageError(Exception):
-    """A bad command line; the message is one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad command line in one line (not usage + error) by raising."""
-
-    def error(self, message: str) -> NoReturn:
-        """argparse would print usage and exit(2); `main` prints our one line instead."""
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """``logitscope run ...`` (``bench`` has its own parser in tui.bench)."""
-    parser = _Parser(prog="logitscope", description="Chat with a local model and see its token probabilities.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="{run,bench}")
+    parser = OneLineParser(prog="logitscope", description="Chat with a local model and see its token probabilities.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,bench}")
     run = commands.add_parser("run", help="run prompts headless and print the replies (or JSON lines)",
                               description=RUN_DESCRIPTION)
     run.add_argument("--model", help='a model folder, a Hugging Face repo id, a .gguf file (or owner/repo/file.gguf), '
@@ -88,9 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="a config file to use instead of ~/.config/logitscope/config.toml")
     run.add_argument("--no-config", action="store_true",
                      help="ignore your config file (and the settings the app saved there): built-in defaults")
-    run.add_argument("--server", help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, llama.cpp); "
-                     "--model then names its model")
-    run.add_argument("--tokenizer", help="the server's model's tokenizer (folder or repo id), for token-id prompts")
+    run.add_argument("--server", type=nonblank, help="an OpenAI-compatible server URL (mlx_lm.server, vLLM, "
+                     "llama.cpp); --model then names its model")
+    run.add_argument("--tokenizer", type=nonblank,
+                     help="the server's model's tokenizer (folder or repo id), for token-id prompts")
+    run.add_argument("--turn-timeout", type=float, metavar="S",
+                     help="the longest a reply from a server may take in all (default: [engine] turn_timeout_s)")
+    run.add_argument("--thinking", choices=("on", "off"), help="a reasoning model's thinking switch, where its chat "
+                     "template has one (Qwen3's enable_thinking); default: the template's")
     run.add_argument("--save", action="store_true", help="keep the conversation in the library and say its id")
     run.add_argument("--continue", dest="continue_id", metavar="ID", help="continue a chat from the library "
                      "(its replies as their exact token ids when the model is the same); new turns are saved to it")
@@ -98,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _threads(text: str) -> int:
-    """--gguf-threads, checked where the config key is (one line through `_Parser.error`)."""
+    """--gguf-threads, checked where the config key is (one line through `OneLineParser.error`)."""
     try:
         return parse_gguf_threads(text)
     except ValueError as error:
@@ -119,6 +117,7 @@ class RunPlan:
     preview: PreviewSpec | None = None
     save: bool = False  # keep the chat in the library (--save, or --continue)
     continue_id: str | None = None
+    thinking: bool | None = None  # --thinking on/off; None: the template's default
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -132,9 +131,12 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     for problem in loaded.problems:
         _say(sys.stderr, f"warning: {problem}")
     config = loaded.config
-    if args.server is not None or args.tokenizer is not None:
+    if args.turn_timeout is not None and not 1.0 <= args.turn_timeout <= 86400.0:
+        raise UsageError(f"--turn-timeout must be 1 to 86400 seconds, got {args.turn_timeout:g}")
+    if args.server is not None or args.tokenizer is not None or args.turn_timeout is not None:
         config = replace(config, engine=replace(config.engine, server=args.server or config.engine.server,
-                                                tokenizer=args.tokenizer or config.engine.tokenizer))
+                                                tokenizer=args.tokenizer or config.engine.tokenizer,
+                                                turn_timeout_s=args.turn_timeout or config.engine.turn_timeout_s))
     if args.gguf_threads is not None:
         config = replace(config, model=replace(config.model, gguf_threads=args.gguf_threads))
     if args.preview is not None and not args.json:
@@ -158,6 +160,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         preview=args.preview,
         save=args.save or args.continue_id is not None,
         continue_id=args.continue_id,
+        thinking=None if args.thinking is None else args.thinking == "on",
     )
 
 
@@ -223,6 +226,8 @@ async def run_conversation(
     """Load the model, then run every prompt as the next turn of one conversation (kept in the
     library's `chat` after each reply, when given)."""
     in_turn = False
+    folder: str | None = None
+    said: set[str] = set()  # library problems already warned about (each once)
     try:
         info = await engine.load(plan.model, trust_remote_code=plan.trust_remote_code,
                                  on_progress=progress_printer(err))
@@ -230,29 +235,51 @@ async def run_conversation(
             err.write("\r\033[K")
         for note in info.notes:  # e.g. an assumed context limit: said once, before the first reply
             err.write(f"logitscope: note: {printable(note)}\n")
+        if not info.has_chat_template:
+            err.write(f"logitscope: note: {printable(info.name)} has no chat template: plain text "
+                      f"(each message after the first starts after a blank line)\n")
         if on_loaded is not None:
             on_loaded()
+        folder = info.path
         messages = first_messages(plan.system, chat, info.path)
+        dropped = 0
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
-            if chat is not None:
-                chat.user(prompt)
+            fitted = await fit_turn(engine, messages, plan.config.chat.context_strategy, plan.params.max_tokens,
+                                    thinking=plan.thinking, dropped_before=dropped)
+            if fitted.refusal is not None:  # before the prompt enters the library: nothing to undo
+                raise ContextLimitError(fitted.refusal)
+            if fitted.dropped != dropped and fitted.dropped:
+                _say(err, f"note: {left_out_note(fitted.dropped)}")
+            dropped = fitted.dropped
+            if chat is not None:  # the turn is kept from its start, the reply as it grows (`LinearChat`)
+                _warn_once(err, chat.user(prompt), said)
             printer.started(turn, prompt)
             in_turn = True
-            request = GenerateRequest(tuple(messages), with_seed(plan.params))
+            request = GenerateRequest(fitted.messages, with_seed(plan.params), thinking=plan.thinking)
             if plan.preview is None:
                 done = await _run_turn(engine, request, turn, printer)
             else:
                 done = await run_turn_with_previews(engine, request, turn, printer, plan.preview, plan.config.preview)
             in_turn = False
-            messages.append(Message("assistant", done.text, done.token_ids))
-            problem = chat.reply(done, request.params, info.path) if chat is not None else None
-            if problem:  # the library refused: one line, and the run goes on
-                _say(err, f"warning: {problem}")
+            messages.append(_reply(done, plan.thinking, info.drops_past_thinking))
+            if chat is not None:
+                _warn_once(err, chat.reply(done, request.params, info.path) or chat.problem, said)
+    except BaseException as stopped:  # a signal (CancelledError), a failure: keep the reply so far
+        if chat is not None and in_turn:
+            chat.cut("error" if isinstance(stopped, Exception) else "cancelled", folder)
+        raise
     finally:
         if in_turn:
             engine.cancel()
         await engine.close()
+
+
+def _reply(done: TurnFinished, thinking: bool | None, drop_thinking: bool) -> Message:
+    """The reply as the next turn's history: its exact ids, or as text where the template drops
+    earlier replies' thinking and it thought (the TUI's default: `Conversation.messages`)."""
+    ids = None if drop_thinking and holds_thinking(done.text) else done.token_ids
+    return Message("assistant", done.text, ids, thinking)
 
 
 async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: TextIO, remember: bool) -> int:
@@ -270,14 +297,49 @@ async def _main_async(plan: RunPlan, factory: EngineFactory, out: TextIO, err: T
     on_loaded = (lambda: record_recent(plan.model)) if remember else None
     printer = Printer(out, plan.json, err, len(plan.prompts))
     printer.on_token = chat.token if chat is not None else None
-    await run_conversation(plan, engine, printer, err, on_loaded, chat)
+    terminated = _on_sigterm_cancel()
+    try:
+        await run_conversation(plan, engine, printer, err, on_loaded, chat)
+    except asyncio.CancelledError:  # Ctrl+C (asyncio cancels this task) or SIGTERM: the chat is kept
+        if chat is not None and chat.conversation_id is not None:
+            _say(err, f"the chat so far is saved as {chat.conversation_id}")
+        if terminated.is_set():
+            return _fail(err, "terminated", EXIT_TERMINATED)
+        raise
+    if chat is not None and chat.branched:
+        _say(err, f"note: chat {chat.conversation_id} was changed by another logitscope meanwhile; "
+                  "this run's turns were added to it as a branch")
     if chat is not None and chat.conversation_id is not None:
         if plan.json:
-            out.write(json.dumps(saved_record(chat.conversation_id)) + "\n")
+            out.write(strictjson.dumps(saved_record(chat.conversation_id)) + "\n")
             out.flush()
         else:
             _say(err, f"saved as {chat.conversation_id}")
     return 0
+
+
+def _on_sigterm_cancel() -> asyncio.Event:
+    """SIGTERM cancels the running task, as Ctrl+C does, so the reply so far is saved and the exit
+    status says so (143); the returned event is set when it came. Where the loop cannot take
+    signal handlers (not the main thread), SIGTERM keeps its default."""
+    came = asyncio.Event()
+    task = asyncio.current_task()
+
+    def terminate() -> None:
+        came.set()
+        if task is not None:
+            task.cancel()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+    return came
+
+
+def _warn_once(err: TextIO, problem: str | None, said: set[str]) -> None:
+    """A library refusal (locked, full, read-only): one line, once, and the run goes on."""
+    if problem and problem not in said:
+        said.add(problem)
+        _say(err, f"warning: {problem}")
 
 
 def _fail(err: TextIO, message: str, code: int = EXIT_USAGE) -> int:
@@ -304,13 +366,9 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None = None) -> int:
-    """``logitscope run ...`` (or ``bench ...``): returns the exit status (0 ok, 2 bad input, 130 Ctrl-C)."""
+    """``logitscope run ...``: returns the exit status (0 ok, 2 bad input, 130 Ctrl-C)."""
     out, err = sys.stdout, sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:
-        from tui.bench import main as bench_main
-
-        return bench_main(argv[1:])
     try:
         args = build_parser().parse_args(argv)
         plan = plan_run(args)

@@ -8,11 +8,13 @@ the visible branch of any chat, the app's included. `tests/test_library_cli.py` 
 
 from __future__ import annotations
 
+import secrets
+import time
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Callable
 
 from engine.core.api import Message, SamplingParams, TokenEvent, TurnFinished
-from engine.core.library import Library, LibraryError
+from engine.core.library import ChatChanged, Library, LibraryError
 
 STATS = ("prompt_tokens", "reused_tokens", "prefilled_tokens", "generated_tokens", "ttft_s", "prefill_tps",
          "decode_tps", "context_used", "context_limit")
@@ -25,53 +27,143 @@ def token_dict(event: TokenEvent) -> dict[str, Any]:
     return data
 
 
+SAVE_EVERY_S = 1.0  # a growing reply is committed at most this often: a SIGKILL loses about this much
+
+
 class LinearChat:
-    """A chat being written turn by turn: the document so far, saved after each reply."""
+    """A chat being written turn by turn, kept in the library as the app keeps its chats: the turn
+    when it starts (the prompt and an empty reply), the reply as it grows (at most every
+    `SAVE_EVERY_S`), and the reply cut short ("cancelled") when the run is interrupted.
+
+    Why: `run --save` used to commit nothing until a reply ended, so Ctrl+C, SIGTERM or SIGKILL
+    mid-reply lost the prompt and the partial reply. Each save is one library transaction."""
 
     def __init__(self, library: Library, model_spec: str, document: dict[str, Any] | None = None,
-                 conversation_id: str | None = None) -> None:
+                 conversation_id: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 revision: float | None = None) -> None:
+        """`revision`: the stored chat's `updated` when it was read (`Library.save_if`)."""
         self.library = library
         self.model_spec = model_spec
         self.document = document or {"format": 2, "system_prompt": "", "nodes": []}
         self.conversation_id = conversation_id
-        self._tail = visible_path(self.document)[-1] if self.document["nodes"] else None
-        self._tokens: list[dict[str, Any]] = []
+        tail = visible_path(self.document)[-1] if self.document["nodes"] else None
+        # where this run's first message hangs: [node, version] of the chat's last shown message
+        self._anchor = None if tail is None else [tail, self.document["nodes"][tail].get("active", 0)]
+        self._mine: list[tuple[int, int]] = []  # (node, version) of each message this run wrote
+        self._saved = 0  # how many of them the library holds
+        self._revision = revision
+        self.branched = False  # another writer changed the chat meanwhile: this run's turns became a branch
+        self._reply: dict[str, Any] | None = None  # the streaming reply's version, until it ends
+        self._clock = clock
+        self._saved_at = 0.0
+        self.problem: str | None = None  # why the library last refused a save (said once by the caller)
 
     def system(self, text: str) -> None:
         if not self.document["nodes"]:
             self.document["system_prompt"] = text
 
-    def user(self, text: str) -> None:
-        self._append("user", {"text": text, "tokens": None, "params": None, "finish_reason": None,
-                              "branched_at": None, "stats": None, "model": None, "thinking": None})
+    def user(self, text: str) -> str | None:
+        """Start a turn: the prompt and an empty reply, committed now; returns why the library
+        refused, or None."""
+        self._append("user", _version(text))
+        self._reply = _version("", tokens=[])
+        self._append("assistant", self._reply)
+        return self.save_now()
 
     def token(self, event: TokenEvent) -> None:
-        self._tokens.append(token_dict(event))
+        """One more token of the reply; committed when `SAVE_EVERY_S` has passed since the last save."""
+        if self._reply is None:
+            return
+        self._reply["tokens"].append(token_dict(event))
+        self._reply["text"] += event.text
+        if self._clock() - self._saved_at >= SAVE_EVERY_S:
+            self.save_now()
 
     def reply(self, done: TurnFinished, params: SamplingParams, model_folder: str | None) -> str | None:
         """Close the reply with what the engine reported (the parameters and seed it ran with) and
         commit the chat; returns why the library refused, or None."""
+        reply = self._reply if self._reply is not None else _version("", tokens=[])
         stats = {name: getattr(done, name) for name in STATS}
-        self._append("assistant", {"text": done.text, "tokens": self._tokens, "params": asdict(params),
-                                   "finish_reason": done.finish_reason, "branched_at": None, "stats": stats,
-                                   "model": model_folder, "thinking": None})  # the template's default
-        self._tokens = []
+        reply.update(text=done.text, params=asdict(params), finish_reason=done.finish_reason, stats=stats,
+                     model=model_folder)  # thinking None: the template's default
+        self._reply = None
+        return self.save_now()
+
+    def cut(self, reason: str = "cancelled", model_folder: str | None = None) -> str | None:
+        """The run stops mid-reply (a signal: "cancelled"; a failure: "error"): keep what arrived."""
+        if self._reply is None:
+            return None
+        self._reply.update(finish_reason=reason, model=model_folder or self._reply.get("model"))
+        self._reply = None
+        return self.save_now()
+
+    def save_now(self) -> str | None:
+        """Commit the document; returns why the library refused, or None (and remembers it)."""
+        self._saved_at = self._clock()
         try:
             self.save()
         except LibraryError as error:
-            return str(error)
+            self.problem = str(error)
+            return self.problem
         return None
 
     def save(self) -> str:
-        self.conversation_id = self.library.save(self.document, conversation_id=self.conversation_id,
-                                                 model_spec=self.model_spec)
-        return self.conversation_id
+        """Commit the document, unless another writer changed the chat since this run last read or
+        wrote it: then this run's messages are put into the chat as it is now, as a branch
+        (`_rebased`), and committed so. Nothing either run wrote is lost."""
+        if self.conversation_id is None:
+            self.conversation_id = secrets.token_hex(6)
+        for _ in range(3):  # each try re-reads the chat; a third writer racing us twice is unlikely
+            try:
+                self._revision = self.library.save_if(self.document, self.conversation_id, self._revision,
+                                                      model_spec=self.model_spec)
+                self._saved = len(self._mine)
+                return self.conversation_id
+            except ChatChanged:
+                stored = self.library.load(self.conversation_id)
+                self.document, self._revision = self._rebased(stored.document), stored.entry.updated
+                self.branched = True
+        raise LibraryError(f"chat {self.conversation_id} keeps changing under another logitscope; not saved")
+
+    def _rebased(self, theirs: dict[str, Any]) -> dict[str, Any]:
+        """The chat as another writer left it, with this run's messages in it: those the library
+        had are written over their own places (a writer only ever adds nodes and versions), the
+        rest hang where they hung. A message whose place already has another writer's message of
+        the same role becomes a new version of it (a branch, shown: as the app shows a branch)."""
+        nodes = theirs.get("nodes") or []
+        mine: list[tuple[int, int]] = []
+        for i, (node, version) in enumerate(self._mine):
+            ours = self.document["nodes"][node]
+            own = ours["versions"][version]
+            if i < self._saved and node < len(nodes) and version < len(nodes[node]["versions"]):
+                nodes[node]["versions"][version] = own
+                mine.append((node, version))
+                continue
+            parent = self._anchor if i == 0 else list(mine[-1])
+            sibling = next((j for j, n in enumerate(nodes) if n.get("parent") == parent and n.get("role") == ours["role"]),
+                           None)
+            if sibling is None:
+                nodes.append({"parent": parent, "role": ours["role"], "active": 0, "versions": [own]})
+                mine.append((len(nodes) - 1, 0))
+            else:
+                nodes[sibling]["versions"].append(own)
+                nodes[sibling]["active"] = len(nodes[sibling]["versions"]) - 1
+                mine.append((sibling, nodes[sibling]["active"]))
+        theirs["nodes"] = nodes
+        self._mine = mine
+        return theirs
 
     def _append(self, role: str, version: dict[str, Any]) -> None:
         nodes = self.document["nodes"]
-        parent = None if self._tail is None else [self._tail, nodes[self._tail].get("active", 0)]
+        parent = self._anchor if not self._mine else list(self._mine[-1])
         nodes.append({"parent": parent, "role": role, "active": 0, "versions": [version]})
-        self._tail = len(nodes) - 1
+        self._mine.append((len(nodes) - 1, 0))
+
+
+def _version(text: str, tokens: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A format-2 version: `tokens` None for a user message, a list for a reply."""
+    return {"text": text, "tokens": tokens, "params": None, "finish_reason": None, "branched_at": None,
+            "stats": None, "model": None, "thinking": None}
 
 
 def first_messages(system: str | None, chat: LinearChat | None, folder: str) -> list[Message]:
@@ -121,7 +213,7 @@ def open_chat(continue_id: str | None, model_spec: str) -> LinearChat:
         history(stored.document, None)
     except (KeyError, TypeError, IndexError, AttributeError):
         raise LibraryError(f"chat {stored.entry.id} cannot be continued: its document is damaged") from None
-    return LinearChat(library, model_spec, stored.document, stored.entry.id)
+    return LinearChat(library, model_spec, stored.document, stored.entry.id, revision=stored.entry.updated)
 
 
 def saved_record(conversation_id: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ def _installed(name: str) -> str:
 
 def version_lines() -> list[str]:
     """The lines ``--version`` prints: logitscope, MLX and mlx-lm, then the backend and its BLAS."""
-    from engine.local.backend import speed_layer
+    from engine.factory import speed_layer
 
     lines = [f"logitscope {_installed('logitscope')}",
              f"mlx {_installed('mlx')}, mlx-lm {_installed('mlx-lm')}, Python {sys.version.split()[0]}"]

@@ -11,6 +11,10 @@ Strategies (`[chat] context_strategy` in config.toml):
   the message being answered) until the prompt fits with room for a reply. The conversation on
   screen keeps them; only the model no longer sees them.
 - ``refuse``: never drop anything; a turn that does not fit is refused.
+
+Both front ends (the app's controller and ``logitscope run``) apply the policy through
+`fit_turn`, so a chat that the app continues by dropping its oldest exchanges is continued the
+same way from a shell (`run --continue` used to send everything and be refused).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Sequence
 
-from engine.core.api import Message
+from engine.core.api import EngineAPI, Message
 
 STRATEGIES = ("drop_oldest", "refuse")
 Count = Callable[[Sequence[Message]], Awaitable[int]]
@@ -89,6 +93,27 @@ async def _drop_oldest(count: Count, messages: tuple[Message, ...], head: int, l
             if total < limit - room:
                 return best
     return best
+
+
+async def fit_turn(engine: EngineAPI, messages: Sequence[Message], strategy: str, reply_room: int, *,
+                   thinking: bool | None = None, dropped_before: int = 0) -> Fit:
+    """`fit` for the next turn on `engine`: its loaded model's context (1 when none is loaded:
+    nothing fits, and the caller says why; unknown, 0, when the engine cannot count tokens: the
+    server then judges), its own token count as the turn would render the prompt (`thinking` as
+    the turn will ask). `reply_room`: the turn's ``max_tokens``."""
+    model = engine.model
+    limit = (model.context_limit if model.abilities.token_counting else 0) if model else 1
+
+    async def count(candidate: Sequence[Message]) -> int:
+        return await engine.count_tokens(candidate, thinking=thinking)
+
+    return await fit(count, messages, limit, strategy, reply_room, dropped_before)
+
+
+def left_out_note(dropped: int) -> str:
+    """What a front end says when a turn leaves the oldest messages out of the request."""
+    return (f"the {dropped} oldest message{'' if dropped == 1 else 's'} of this chat are left out of the request "
+            "to fit the context ([chat] context_strategy)")
 
 
 def leave_out(messages: Sequence[Message], dropped: int) -> tuple[Message, ...]:

@@ -15,9 +15,10 @@ follows every message's active version (`Conversation.path`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from engine.core.api import Message, Role, SamplingParams, TokenEvent, TurnFinished
+from engine.core.thinking import holds_thinking
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class Version:
     # The thinking switch the reply was written under (assistant only; None: the template's
     # default): its generation prompt is rendered so again, keeping the history token-exact.
     thinking: bool | None = None
+    # Not saved: the prompt this reply answers ended inside a <think> block (ModelInfo.opens_thinking),
+    # so it thinks from its first token. Only a streaming reply needs it: a finished one shows its </think>.
+    thinking_opened: bool = False
     # Parameters changed while the reply streamed (#30.6): (the token index they applied from,
     # the parameters from there on), oldest first. The reply's header says what changed where.
     changes: list[tuple[int, SamplingParams]] = field(default_factory=list)
@@ -71,14 +75,21 @@ class Version:
     def settle(self, text: str) -> None:
         """Take the finished reply's whole `text`. What the stream held back to the end (the
         bytes of a character the reply was cut inside, ``\\xe4``) joins the last token's text,
-        so the tokens' texts add up to the reply's text: the token view shows all of it."""
+        so the tokens' texts add up to the reply's text: the token view shows all of it. Not when
+        no token has text (`texts_unknown`): the reply is then never glued onto its last token."""
         self.text = text
-        if not self.tokens:
+        if not self.tokens or self.texts_unknown:
             return
         shown = "".join(token.text for token in self.tokens)
         if len(text) > len(shown) and text.startswith(shown):
             last = self.tokens[-1]
             self.tokens[-1] = replace(last, text=last.text + text[len(shown):])
+
+    @property
+    def texts_unknown(self) -> bool:
+        """A reply with text whose tokens carry none: a server that sent bare ids, with no
+        tokenizer here to spell them (engine.remote). Its text is shown whole, beside the tokens."""
+        return bool(self.tokens) and bool(self.text) and not any(t.text for t in self.tokens or ())
 
     def reply_text(self) -> str:
         """The text so far: the joined tokens while streaming, the engine's text once finished."""
@@ -114,12 +125,37 @@ class Node:
         return True
 
 
+ChangeListener = Callable[["Conversation"], None]
+
+
 @dataclass
 class Conversation:
-    """A system prompt and the root of the message tree."""
+    """A system prompt and the root of the message tree.
+
+    `revision` counts the changes its owner (a front end's controller) made: whoever keeps a copy
+    elsewhere (the library) compares revisions instead of walking the tree, and learns of each
+    change from `watch` instead of looking every so often. Whoever changes the tree calls
+    `changed` once the change is whole (`append` does it itself)."""
 
     system_prompt: str = ""
     root: Node | None = None
+    revision: int = field(default=0, compare=False)
+    _listeners: list[ChangeListener] = field(default_factory=list, repr=False, compare=False)
+
+    def changed(self) -> None:
+        """Count a change and tell every listener (on the thread that made the change)."""
+        self.revision += 1
+        for listener in tuple(self._listeners):
+            listener(self)
+
+    def watch(self, listener: ChangeListener) -> None:
+        """Call `listener(conversation)` after every change from now on."""
+        self._listeners.append(listener)
+
+    def unwatch(self, listener: ChangeListener) -> None:
+        """Stop telling `listener` (no error when it was not watching)."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def path(self) -> list[Node]:
         """The visible messages: follow each message's active version to its child."""
@@ -137,6 +173,7 @@ class Conversation:
             path[-1].version.child = node
         else:
             self.root = node
+        self.changed()
         return node
 
     def parent_of(self, node: Node) -> Node | None:
@@ -145,11 +182,15 @@ class Conversation:
         index = next(i for i, n in enumerate(path) if n is node)
         return path[index - 1] if index else None
 
-    def messages(self, upto: Node | None = None, model: str | None = None) -> tuple[Message, ...]:
+    def messages(self, upto: Node | None = None, model: str | None = None,
+                 drop_thinking: bool = False) -> tuple[Message, ...]:
         """The engine's view of the path, up to but excluding `upto`, for the model in folder `model`.
 
         A reply enters as its exact token ids only when they are that model's (`ids_fit`);
         otherwise as text, which the engine tokenizes: another model's ids would mean other words.
+        `drop_thinking`: a reply holding a thinking block enters as text, so the engine renders
+        it as the template does (which may drop the thinking: Qwen3's does, as its model card
+        asks) instead of as the exact ids in the cache (reused, thinking kept).
         """
         out = [Message("system", self.system_prompt)] if self.system_prompt else []
         for node in self.path():
@@ -157,6 +198,8 @@ class Conversation:
                 break
             version = node.version
             ids = version.token_ids if version.tokens is not None and version.ids_fit(model) else None
+            if drop_thinking and node.role == "assistant" and holds_thinking(version.reply_text()):
+                ids = None
             out.append(Message(node.role, version.reply_text(), ids, version.thinking))
         return tuple(out)
 
@@ -187,17 +230,3 @@ class Conversation:
                             return (f"message {number} ({node.role}) holds token id {token_id}, "
                                     f"not in 0..{vocab_size - 1} for this model")
         return None
-
-    # --- serialisation: plain JSON-able dicts (`engine.core.chat.fileformat`, which checks a file whole)
-
-    def to_dict(self) -> dict[str, Any]:
-        from engine.core.chat.fileformat import conversation_to_dict
-
-        return conversation_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: object) -> "Conversation":
-        """Raises ValueError naming the first problem; builds nothing from a bad file."""
-        from engine.core.chat.fileformat import conversation_from_dict
-
-        return conversation_from_dict(data)

@@ -4,11 +4,12 @@ copy and export commands and `logitscope export` share it."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from engine.core import strictjson
 from engine.core.chat.conversation import Conversation, Node
 from engine.core.chat.fileformat import conversation_to_dict
+from engine.core.text import title_line
 
 Cursor = tuple[Node, int] | None
 
@@ -43,7 +44,7 @@ def markdown(title: str, conversation: Conversation) -> str:
 def exchange_json(title: str, model_spec: str | None, document: dict[str, Any]) -> str:
     """Format 2 (every branch, token and candidate) plus the library's title and model spec;
     `conversation_from_dict` reads it back (extra keys are ignored)."""
-    return json.dumps({**document, "title": title, "model_spec": model_spec}, ensure_ascii=False)
+    return strictjson.dumps({**document, "title": title, "model_spec": model_spec}, ensure_ascii=False)
 
 
 def conversation_json(title: str, model_spec: str | None, conversation: Conversation) -> str:
@@ -53,5 +54,4 @@ def conversation_json(title: str, model_spec: str | None, conversation: Conversa
 def default_title(conversation: Conversation) -> str:
     """As the library names a chat: its first user message, on one line."""
     first = next((n for n in conversation.path() if n.role == "user"), None)
-    line = " ".join(first.versions[0].text.split()) if first is not None else ""
-    return (line[:79] + "…" if len(line) > 80 else line) or "(empty chat)"
+    return title_line(first.versions[0].text if first is not None else "") or "(empty chat)"

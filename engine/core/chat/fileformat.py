@@ -13,6 +13,7 @@ recursion limit at quit). Format 1 files are still read, walked with an explicit
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, TypeVar
 
 from engine.core.api import Candidate, ParamError, SamplingParams, TokenEvent
@@ -22,6 +23,8 @@ FORMAT = 2
 ROLES = ("system", "user", "assistant")
 FINISH_REASONS = ("stop", "length", "cancelled", "error")
 MAX_ID = 2**31 - 1  # a token id beyond this is no model's
+MAX_COUNT = 2**53  # any other whole number (an index, a rank, a token count): exact as a float too
+SLACK = 1e-3  # rounding a writer may have done: a logprob of 1e-7, a probability of 1.0000001
 T = TypeVar("T")
 
 
@@ -165,9 +168,7 @@ def _version(r: "_Reader", role: str) -> Version:
         raise ValueError(f"{r.path}.finish_reason: unknown reason {_show(finish)}")
     if finish is None and tokens is not None:
         finish = "cancelled"  # saved mid-reply (older versions wrote null): it will never stream on
-    branched = r.get("branched_at", int, default=None)
-    if branched is not None and branched < 0:
-        raise ValueError(f"{r.path}.branched_at: must not be negative, got {branched}")
+    branched = r.count("branched_at", default=None)
     return Version(
         text=r.get("text", str, default=""), tokens=tokens, finish_reason=finish, branched_at=branched,
         params=r.optional("params", _params), stats=r.optional("stats", _stats),
@@ -190,17 +191,17 @@ def _change(r: "_Reader") -> tuple[int, SamplingParams]:
 def _token(r: "_Reader") -> TokenEvent:
     r.require_dict()
     return TokenEvent(
-        index=r.get("index", int), id=r.token_id("id", unknown=True), text=r.get("text", str), piece=r.get("piece", str),
-        logprob=r.number("logprob"), sampled_prob=r.maybe_number("sampled_prob"),
-        rank=r.get("rank", int, default=None), entropy=r.maybe_number("entropy"),
+        index=r.count("index"), id=r.token_id("id", unknown=True), text=r.get("text", str), piece=r.get("piece", str),
+        logprob=r.logprob("logprob"), sampled_prob=r.probability("sampled_prob"),
+        rank=r.count("rank", default=None), entropy=r.maybe_number("entropy", low=0.0),
         candidates=tuple(_candidate(c) for c in r.field("candidates").items()),
     )
 
 
 def _candidate(r: "_Reader") -> Candidate:
     r.require_dict()
-    return Candidate(r.token_id("id", unknown=True), r.get("text", str), r.number("logprob"),
-                     r.maybe_number("sampled_prob"))
+    return Candidate(r.token_id("id", unknown=True), r.get("text", str), r.logprob("logprob"),
+                     r.probability("sampled_prob"))
 
 
 def _params(r: "_Reader") -> SamplingParams:
@@ -214,7 +215,7 @@ def _params(r: "_Reader") -> SamplingParams:
 
 def _stats(r: "_Reader") -> TurnStats:
     r.require_dict()
-    values = {name: r.number(name) for name in TurnStats.__dataclass_fields__}
+    values = {name: r.number(name, low=0.0) for name in TurnStats.__dataclass_fields__}
     return TurnStats(**values)  # type: ignore[arg-type]
 
 
@@ -260,14 +261,42 @@ class _Reader:
             raise ValueError(f"{self.path}.{key}: expected {_KINDS.get(kind, kind.__name__)}, got {_show(value)}")
         return value  # type: ignore[return-value]
 
-    def maybe_number(self, key: str) -> float | None:
+    def maybe_number(self, key: str, low: float | None = None) -> float | None:
         """`key` as a number, or null: what a remote server cannot tell (engine.core.api)."""
-        return None if self.value.get(key) is None else self.number(key)
+        return None if self.value.get(key) is None else self.number(key, low)
 
-    def number(self, key: str) -> float:
+    def number(self, key: str, low: float | None = None, high: float | None = None) -> float:
+        """A finite number (at least `low`, at most `high`, within `SLACK`). Range-checked, not
+        only type-checked: a logprob of 1000.0 passed the type check and crashed the heatmap
+        (``math.exp`` overflows), and an integer of 400 digits overflows any float."""
         value = self.value.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{self.path}.{key}: expected a number, got {_show(value)}")
+        if isinstance(value, int) and abs(value) > MAX_COUNT or not math.isfinite(value):
+            raise ValueError(f"{self.path}.{key}: expected a finite number, got {_show(value)}")
+        if low is not None and value < low - SLACK or high is not None and value > high + SLACK:
+            span = f"{low:g}..{high:g}" if low is not None and high is not None else \
+                f"at least {low:g}" if low is not None else f"at most {high:g}"
+            raise ValueError(f"{self.path}.{key}: {_show(value)} is out of range ({span})")
+        return value
+
+    def logprob(self, key: str) -> float:
+        """A log-probability: at most 0 (within `SLACK`); null or -Infinity mean an impossible
+        token (-inf), which strict JSON writes as null (`engine.core.strictjson`)."""
+        value = self.value.get(key, ...)
+        if value is None or (isinstance(value, float) and value == -math.inf):
+            return -math.inf
+        return self.number(key, high=0.0)
+
+    def probability(self, key: str) -> float | None:
+        """A probability in 0..1 (within `SLACK`), or null (unknown)."""
+        return None if self.value.get(key) is None else self.number(key, 0.0, 1.0)
+
+    def count(self, key: str, default: Any = ...) -> Any:
+        """A whole number from 0 to `MAX_COUNT` (an index, a rank), or `default` when absent."""
+        value = self.get(key, int, default)
+        if value is not default and not 0 <= value <= MAX_COUNT:
+            raise ValueError(f"{self.path}.{key}: {_show(value)} is out of range (0..2**53)")
         return value
 
     def token_id(self, key: str, *, unknown: bool = False) -> int:

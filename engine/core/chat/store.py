@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
+from engine.core import strictjson
 from engine.core.chat.conversation import Conversation
+from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
+from engine.core.regular import NotRegularFile, open_regular
 
 LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
 KEPT_FOLDER = "conversations"  # chats the user chose to keep before replacing them
@@ -24,28 +27,37 @@ def last_conversation_path(save_dir: Path) -> Path:
 def save_conversation(conversation: Conversation, path: Path) -> None:
     """JSON via a uniquely named temporary file and `os.replace`: the old file or the new one,
     never half, and no temporary left behind when the disk is full. The target is only ever
-    renamed over, never opened, so a FIFO there cannot block quitting."""
+    renamed over, never opened, so a FIFO there cannot block quitting.
+
+    ``json.dumps`` then one write, not ``json.dump``: dump streams through json's pure-Python
+    encoder, which took seconds at quit for a 2,000-message chat; dumps uses the C one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = conversation.to_dict()
+    text = strictjson.dumps(conversation_to_dict(conversation), ensure_ascii=False)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".conversation-", suffix=".json.tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False)
+            write_text(handle, text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def write_text(handle: TextIO, text: str) -> None:
+    """The one write of a save: where a full disk makes it fail (and where tests fill the disk)."""
+    handle.write(text)
+
+
 def load_conversation(path: Path) -> Conversation:
     """The inverse of `save_conversation`: OSError if unreadable, ValueError for anything else
     wrong (one line naming the first problem). Only a regular file is opened: opening a FIFO
     would wait for a writer forever."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as handle:
+    try:
+        handle = open_regular(path)
+    except NotRegularFile as exc:
+        raise ValueError(exc.strerror) from None
+    with handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
         if info.st_size > MAX_FILE_BYTES:
             raise ValueError(f"too big for a saved conversation ({info.st_size // 2**20} MiB)")
         raw = handle.read()
@@ -58,7 +70,7 @@ def load_conversation(path: Path) -> Conversation:
     except RecursionError:
         raise ValueError("nested too deeply to be a saved conversation") from None
     try:
-        return Conversation.from_dict(data)
+        return conversation_from_dict(data)
     except ValueError as exc:
         raise ValueError(f"not a saved conversation: {exc}") from None
 

@@ -4,6 +4,7 @@ MLX-free, so the app and `logitscope run` share it. `store.Library` is the door.
 from engine.core.library.legacy import import_legacy
 from engine.core.library.store import (
     DB_NAME,
+    ChatChanged,
     Entry,
     Library,
     LibraryError,
@@ -11,4 +12,4 @@ from engine.core.library.store import (
     default_path,
 )
 
-__all__ = ["DB_NAME", "Entry", "Library", "LibraryError", "Stored", "default_path", "import_legacy"]
+__all__ = ["DB_NAME", "ChatChanged", "Entry", "Library", "LibraryError", "Stored", "default_path", "import_legacy"]

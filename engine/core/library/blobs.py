@@ -18,6 +18,8 @@ from array import array
 from collections.abc import Iterable
 from typing import Any
 
+from engine.core import strictjson
+
 MAGIC = b"LSTK1"
 _INT32 = (-(2**31), 2**31 - 1)
 
@@ -52,7 +54,7 @@ def encode_tokens(tokens: list[dict[str, Any]]) -> bytes:
     header["columns"] = {name: col.typecode for name, col in columns.items()}
     header["masks"] = sorted(masks)
     body = b"".join(col.tobytes() for col in columns.values()) + b"".join(masks[k] for k in sorted(masks))
-    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    head = strictjson.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return MAGIC + zlib.compress(struct.pack("<I", len(head)) + head + body, 6)
 
 

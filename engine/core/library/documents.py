@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.library.blobs import decode_tokens, encode_tokens
-
-TITLE_CHARS = 80
+from engine.core.text import title_line
 BLOB_KEY = "tokens_blob"  # a version's tokens, moved out: the index of its blob
 
 
@@ -91,9 +90,9 @@ def _title(nodes: list[dict[str, Any]]) -> str:
         if node.get("role") == "user":
             versions = node.get("versions") or [{}]
             first = versions[0] if isinstance(versions[0], dict) else {}
-            line = " ".join(str(first.get("text") or "").split())
+            line = title_line(str(first.get("text") or ""))
             if line:
-                return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+                return line
     return "(empty chat)"
 
 

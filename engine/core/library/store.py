@@ -22,10 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.core import strictjson
+from engine.core.chat.fileformat import conversation_from_dict
 from engine.core.library import schema
 from engine.core.library.blobs import BlobError
-from engine.core.library.documents import join_document, split_document, summarize
+from engine.core.library.documents import BLOB_KEY, join_document, split_document, summarize
 from engine.core.library.search import where_clause
+from engine.core.regular import require_regular
 from engine.core.settings.paths import data_dir
 
 DB_NAME = "library.sqlite3"
@@ -34,6 +37,10 @@ LIST_COLUMNS = "id, title, model_spec, model_folder, created, updated, messages"
 
 class LibraryError(Exception):
     """Why the library cannot do what was asked, in one line (the chat itself is unharmed)."""
+
+
+class ChatChanged(LibraryError):
+    """`Library.save_if` found the chat changed since the revision the caller had."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,8 @@ class Library:
 
     def _connect(self, timeout: float) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            require_regular(self.path)  # SQLite would open a FIFO and wait on it forever
         conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA foreign_keys = ON")
@@ -95,27 +104,50 @@ class Library:
         """Store `document` (new when `conversation_id` is None); returns the id. A title the
         user set is kept; otherwise it follows the first user message. `created` (an import's
         file time) also dates the new row's last change."""
+        with self._write("save") as conn:
+            return self._store(conn, document, conversation_id, model_spec, created, self._clock())
+
+    def _store(self, conn: sqlite3.Connection, document: dict[str, Any], conversation_id: str | None,
+               model_spec: str | None, created: float | None, now: float) -> str:
+        """`save`'s writes, inside the caller's write transaction."""
         skeleton, blobs = split_document(document)
         summary = summarize(document)
-        now = self._clock()
         new_id = conversation_id or secrets.token_hex(6)
         row = {"id": new_id, "title": summary.title, "spec": model_spec, "folder": summary.model_folder,
                "created": created if created is not None else now, "updated": created or now,
-               "messages": summary.messages, "doc": json.dumps(skeleton, ensure_ascii=False), "text": summary.text}
-        with self._write("save") as conn:
-            conn.execute(
-                """INSERT INTO conversations (id, title, model_spec, model_folder, created, updated, messages,
-                       document, text) VALUES (:id, :title, :spec, :folder, :created, :updated, :messages, :doc, :text)
-                   ON CONFLICT(id) DO UPDATE SET
-                       title = CASE WHEN title_set THEN title ELSE excluded.title END,
-                       model_spec = COALESCE(excluded.model_spec, model_spec),
-                       model_folder = COALESCE(excluded.model_folder, model_folder),
-                       updated = excluded.updated, messages = excluded.messages, deleted = NULL,
-                       document = excluded.document, text = excluded.text""", row)
-            conn.execute("DELETE FROM token_blobs WHERE conversation_id = ?", (new_id,))
-            conn.executemany("INSERT INTO token_blobs (conversation_id, position, data) VALUES (?, ?, ?)",
-                             [(new_id, i, b) for i, b in enumerate(blobs)])
+               "messages": summary.messages, "doc": strictjson.dumps(skeleton, ensure_ascii=False), "text": summary.text}
+        conn.execute(
+            """INSERT INTO conversations (id, title, model_spec, model_folder, created, updated, messages,
+                   document, text) VALUES (:id, :title, :spec, :folder, :created, :updated, :messages, :doc, :text)
+               ON CONFLICT(id) DO UPDATE SET
+                   title = CASE WHEN title_set THEN title ELSE excluded.title END,
+                   model_spec = COALESCE(excluded.model_spec, model_spec),
+                   model_folder = COALESCE(excluded.model_folder, model_folder),
+                   updated = excluded.updated, messages = excluded.messages, deleted = NULL,
+                   document = excluded.document, text = excluded.text""", row)
+        conn.execute("DELETE FROM token_blobs WHERE conversation_id = ?", (new_id,))
+        conn.executemany("INSERT INTO token_blobs (conversation_id, position, data) VALUES (?, ?, ?)",
+                         [(new_id, i, b) for i, b in enumerate(blobs)])
         return new_id
+
+    def save_if(self, document: dict[str, Any], conversation_id: str, revision: float | None, *,
+                model_spec: str | None = None) -> float:
+        """`save` over the chat `conversation_id` only if no one changed it since `revision` (its
+        `updated` as last read or written here; None: the chat must not exist yet); returns the
+        new revision. `ChatChanged` otherwise, nothing written.
+
+        Why: two `run --continue` on one chat each rewrote the whole document, and the later
+        writer silently replaced the other's turn. The check and the write share one write
+        transaction, and each write moves `updated` strictly forward, so it is a revision.
+        """
+        with self._write("save") as conn:
+            row = conn.execute("SELECT updated FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+            current = None if row is None else row[0]
+            if current != revision:
+                raise ChatChanged(f"chat {conversation_id} was changed by another logitscope meanwhile")
+            now = max(self._clock(), (current or 0.0) + 1e-3)
+            self._store(conn, document, conversation_id, model_spec, None, now)
+            return now
 
     def rename(self, conversation_id: str, title: str) -> None:
         """Set the title the list shows (kept from now on); an empty title goes back to the default."""
@@ -171,7 +203,13 @@ class Library:
         return [Entry(*row) for row in rows]
 
     def resolve(self, reference: str) -> str:
-        """The id that `reference` names: the id itself, or a prefix of exactly one id."""
+        """The id that `reference` names: the id itself, or a prefix of exactly one id.
+
+        A blank reference names nothing: as a prefix, '' would match every id, so the only chat
+        of a library was continued or exported for ``--continue ''``. Every command that takes
+        an id comes through here, so this is the one place that refuses it."""
+        if not reference.strip():
+            raise LibraryError("a chat id must not be empty ('logitscope list' shows the ids)")
         with self._read("find") as conn:
             rows = conn.execute("SELECT id FROM conversations WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
                                 (reference, reference.replace("%", "\\%").replace("_", "\\_") + "%")).fetchall()
@@ -193,10 +231,9 @@ class Library:
         if row is None:
             raise LibraryError(f"no chat {reference!r} in the library")
         try:
-            document = join_document(json.loads(row[-1]), blobs)
-        except (BlobError, ValueError, IndexError) as exc:
+            return Stored(_entry(row[:-1]), checked_document(row[-1], blobs))
+        except ValueError as exc:
             raise LibraryError(f"chat {conversation_id} in {self.path} is damaged: {exc}") from None
-        return Stored(Entry(*row[:-1]), document)
 
     def integrity(self) -> str:
         """`PRAGMA integrity_check`'s first line: "ok" for a sound database."""
@@ -245,6 +282,50 @@ class Library:
     def _guard(self, call: Callable[[], Any], action: str) -> Any:
         with self._errors(action):
             return call()
+
+
+def checked_document(text: object, blobs: list[bytes]) -> dict[str, Any]:
+    """A stored chat's whole document, held to the shape a saved file is (`conversation_from_dict`
+    reads it: ValueError naming the first problem). Why: a row is a file on disk too; one whose
+    document had the wrong shape (nodes a number, a version a string) reached `export` and `run
+    --continue` as a TypeError traceback."""
+    try:
+        skeleton = json.loads(text)  # type: ignore[arg-type]
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from None
+    conversation_from_dict(_tokens_elsewhere(skeleton))  # the tree, every field but the tokens checked
+    try:
+        return join_document(skeleton, blobs)
+    except (BlobError, ValueError, IndexError, TypeError, AttributeError, KeyError) as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from None
+
+
+def _tokens_elsewhere(skeleton: Any) -> Any:
+    """The skeleton as the reader can check it: a version whose tokens sit in a blob holds an
+    empty token list instead. Why not check the tokens too: they come out of `blobs`' typed
+    columns, written from tokens that were checked (or the engine's own); reading them through the
+    reader as well made opening a 50,000-token chat several times slower."""
+    if not isinstance(skeleton, dict) or not isinstance(skeleton.get("nodes"), list):
+        return skeleton
+    nodes = []
+    for node in skeleton["nodes"]:
+        if isinstance(node, dict) and isinstance(node.get("versions"), list):
+            versions = [{**{k: v for k, v in version.items() if k != BLOB_KEY}, "tokens": []}
+                        if isinstance(version, dict) and BLOB_KEY in version else version for version in node["versions"]]
+            node = {**node, "versions": versions}
+        nodes.append(node)
+    return {**skeleton, "nodes": nodes}
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    """The listing columns, type-checked (SQLite stores whatever a hand-edit put there)."""
+    entry = Entry(*row)
+    texts_ok = all(isinstance(v, str) or v is None for v in (entry.model_spec, entry.model_folder))
+    numbers_ok = all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                     for v in (entry.created, entry.updated, entry.messages))
+    if not isinstance(entry.id, str) or not isinstance(entry.title, str) or not texts_ok or not numbers_ok:
+        raise ValueError("its listing columns (title, model, dates, length) have the wrong types")
+    return entry
 
 
 def describe(exc: BaseException, action: str, path: Path) -> str:

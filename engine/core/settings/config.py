@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from engine.core.api import PARAM_LIMITS, ParamError, SamplingParams
+from engine.core.params import order_name
 from engine.core.settings.paths import cache_dir, state_dir, user_config_dir
 from engine.core.settings.sections import (
     COMPUTE_DTYPES,
@@ -140,7 +141,7 @@ _EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
         "low_prob_threshold": _check_range(0.0, 1.0),
     },
     "chat": {"context_strategy": _check_choice(CONTEXT_STRATEGIES)},
-    "engine": {"timeout_s": _check_range(1.0, 3600.0)},
+    "engine": {"timeout_s": _check_range(1.0, 3600.0), "turn_timeout_s": _check_range(1.0, 86400.0)},
     "preview": {
         "candidates": _check_range(0, 16),
         "tokens": _check_range(1, 256),
@@ -326,11 +327,16 @@ def load_config(user_path: Path | None = None, *, explicit: bool = False, user_f
 # Saving
 
 
-def _sampling_table(params: SamplingParams) -> dict[str, int | float]:
-    """`SamplingParams` as the [sampling] table says it (a fresh seed per turn is -1)."""
-    table: dict[str, int | float] = {}
+def _sampling_table(params: SamplingParams) -> dict[str, Any]:
+    """`SamplingParams` as the [sampling] table says it (a fresh seed per turn is -1, lists as
+    arrays, the chain's order by its preset's name where it has one)."""
+    table: dict[str, Any] = {}
     for f in fields(params):
         value = getattr(params, f.name)
+        if f.name == "samplers":
+            value = order_name(value)
+        elif isinstance(value, tuple):
+            value = [list(item) if isinstance(item, tuple) else item for item in value]
         table[f.name] = -1 if value is None else value
     return table
 

@@ -7,7 +7,6 @@ half of one behind. `tui.app.themes` and `tui.app.keymap` reuse it for the same 
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+
+from engine.core import regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,14 +61,9 @@ def display_path(path: Path) -> str:
 
 
 def read_regular_text(path: Path) -> str:
-    """The UTF-8 text of a regular file. Anything else is an OSError ("not a regular file")
-    before a byte is read: opening a FIFO blocks until some writer comes (start-up hung on a
-    FIFO at the config path), a device may never end. UnicodeDecodeError for other bytes."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        return handle.read().decode("utf-8")
+    """The UTF-8 text of a regular file (`engine.core.regular`: a FIFO at the config path hung
+    start-up). OSError for anything else, UnicodeDecodeError for other bytes."""
+    return regular.read_regular_text(path)
 
 
 def read_toml(path: Path) -> tuple[dict[str, Any], str] | TomlProblem:

@@ -60,6 +60,9 @@ class EngineConfig:
     # so a config file can be shared); an empty name or an unset variable sends no key.
     api_key_env: str = "LOGITSCOPE_API_KEY"
     timeout_s: float = 60.0  # the longest silence tolerated from the server
+    # The longest one reply may take in all, however the server streams (SSE keep-alive comments
+    # reset only the silence timeout); --turn-timeout overrides it.
+    turn_timeout_s: float = 600.0
     # The model's tokenizer (a folder or hub id) for servers that take token-id prompts (vLLM,
     # llama.cpp); empty = the model's name. --tokenizer overrides it.
     tokenizer: str = ""

@@ -16,14 +16,16 @@ from textual.containers import Horizontal, Vertical
 
 from engine.core.api import ParamError, SamplingParams
 from engine.models import DEMO_SPEC
-from engine.core.settings import Config
+from engine.core.settings import Config, printable
 from tui.app import messages as msg
 from engine.core.chat.draft import load_draft
 from tui.app.bindings import bindings_for
 from tui.app.safe_text import pasted
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
-from engine.core.param_steps import PANEL_PARAMS, apply_preset, format_param, parse_param, step_param
+from engine.core.param_steps import (
+    ALL_PARAMS, LABELS, apply_preset, bias_step, format_param, parse_param, step_param, typed_value,
+)
 from tui.app.previews import Previews
 from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
@@ -46,6 +48,15 @@ PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a st
 HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
 
 
+_HINTS = {
+    "seed": "empty or 'random' = a fresh seed each turn",
+    "logit_bias": "ID=BIAS, ID=BIAS (-100 to 100; 'ban' = -100); empty: no biases",
+    "dry_sequence_breakers": "comma-separated; \\n = line break, \\, = comma; 'none': no breakers",
+    "samplers": "llama.cpp, mlx-lm, logitscope, or stage names joined by ';'",
+    "mirostat": "0 = off, 2 = mirostat v2",
+}
+
+
 class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
@@ -63,6 +74,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self.saved_conversation = saved_conversation
         self.heat_mode: HeatMode | None = "p" if config.ui.heatmap else None
         self.preset = ""
+        self._bias_names: dict[int, str] = {}  # token id -> its text, for the panel's list of biases
         self._loading_spec = DEMO_SPEC  # the model being loaded: the welcome names it once it is in
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
@@ -118,8 +130,9 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         bar = self.query_one(StatusBar)
         bar.show_model(event.info)
         bar.thinking = self.controller.thinking
+        bar.past_thinking = self.controller.past_thinking_label()
         demo = self._loading_spec == DEMO_SPEC
-        self.query_one(Transcript).welcome_model(None if demo else event.info.name)
+        self.query_one(Transcript).welcome_model(None if demo else event.info.name, plain=not event.info.has_chat_template)
         for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
             self.notify(note, severity="warning", timeout=15, markup=False)
         conversation = self.controller.conversation
@@ -188,6 +201,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self._end_stream(event.node)
         bar = self.query_one(StatusBar)
         bar.stats = event.stats
+        bar.past_thinking = self.controller.past_thinking_label()
         bar.state = ("stopped" if event.reason == "cancelled" else "ready") + self._dropped_note()
 
     @on(msg.GenerationFailed)
@@ -253,6 +267,23 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         else:
             self.query_one(Transcript).clear()
 
+    @on(msg.CandidateBias)
+    def _candidate_bias(self, event: msg.CandidateBias) -> None:
+        """Ban / raise / lower a candidate from the next token on; the panel lists the biases by text."""
+        token = self.query_one(CandidatesPanel).token
+        if token is None or not 0 <= event.position < len(token.candidates):
+            return
+        candidate = token.candidates[event.position]
+        if candidate.id < 0:
+            self.notify("This server names tokens by text only: a bias needs an id.", severity="warning")
+            return
+        self._bias_names[candidate.id] = candidate.text
+        params = bias_step(self.controller.params, candidate.id, event.step)
+        self.set_params(params)
+        value = dict(params.logit_bias).get(candidate.id, 0.0)
+        what = "banned" if value <= -100 else f"bias {value:+g}" if value else "no bias"
+        self.notify(f"{printable(candidate.text)!r} (id {candidate.id}): {what}", timeout=3)
+
     def _panel_cursor(self) -> tuple[Node, int] | None:
         """The token the candidates panel shows while none is selected (the newest reply's last),
         so a digit picks from the list on screen rather than failing silently."""
@@ -271,7 +302,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
     def _flip(self, event: Transcript.FlipRequested) -> None:
         if self.controller.busy:
             self.notify("A reply is streaming: Esc stops it first.", severity="warning")
-        elif not event.node.flip(event.step):
+        elif not self.controller.flip(event.node, event.step):
             self.app.bell()
         else:
             transcript = self.query_one(Transcript)
@@ -297,16 +328,24 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self.controller.set_params(params)
         panel = self.query_one(ParamsPanel)
         panel.params, panel.preset = params, preset
-        changed = [name for name, _label in PANEL_PARAMS if getattr(old, name) != getattr(params, name)]
+        panel.bias_text = ", ".join(
+            f"{printable(self._bias_names[t])!r}{'⊘' if b <= -100 else f'{b:+g}'}" if t in self._bias_names
+            else f"#{t}{'⊘' if b <= -100 else f'{b:+g}'}" for t, b in params.logit_bias)
+        changed = [name for name, _label in ALL_PARAMS if getattr(old, name) != getattr(params, name)]
         if panel.region.area:
             panel.flash(frozenset(changed))
         elif changed and not preset:
-            labels = dict(PANEL_PARAMS)
+            labels = dict(ALL_PARAMS)
             self.notify(", ".join(f"{labels[n]} {format_param(params, n)}" for n in changed), timeout=2)
 
     def action_step_param(self, name: str, direction: int) -> None:
         """Step a parameter (shown by `set_params`)."""
         self.set_params(step_param(self.controller.params, name, direction))
+
+    def set_order(self, order: str) -> None:
+        """The chain's order from the palette (a preset of `engine.core.params.ORDERS`)."""
+        self.set_params(self.controller.params.with_changes(samplers=order))
+        self.notify(f"Sampler order: {order}", timeout=2)
 
     def edit_param(self, name: str) -> None:
         """Ask for an exact value; a value outside the limits is refused in the dialog."""
@@ -321,10 +360,9 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
             if text is not None:
                 self.set_params(parse_param(self.controller.params, name, text))
 
-        current = getattr(self.controller.params, name)
-        hint = "empty or 'random' = a fresh seed each turn" if name == "seed" else ""
-        label = dict(PANEL_PARAMS).get(name, name)  # as the panel names it: top-p, not top_p
-        self.app.push_screen(ValueDialog(f"Set {label}", "" if current is None else str(current), validate, hint),
+        hint = _HINTS.get(name, "")
+        label = LABELS.get(name, name)  # as the panel names it: top-p, not top_p
+        self.app.push_screen(ValueDialog(f"Set {label}", typed_value(self.controller.params, name), validate, hint),
                              done)
 
     def action_next_preset(self) -> None:
@@ -373,10 +411,15 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self.notify(self.controller.toggle_thinking())
         self.query_one(StatusBar).thinking = self.controller.thinking
 
+    def action_toggle_past_thinking(self) -> None:
+        """Earlier replies' thinking: exact cache, or as the template renders it (the palette)."""
+        self.notify(self.controller.toggle_past_thinking())
+        self.query_one(StatusBar).past_thinking = self.controller.past_thinking_label()
+
     def action_system_prompt(self) -> None:
         def done(text: str | None) -> None:
             if text is not None:
-                self.controller.conversation.system_prompt = text.strip()
+                self.controller.set_system_prompt(text.strip())
                 self.query_one(Transcript).show(self.controller.conversation)
                 self.controller.prepare()
         self.app.push_screen(TextDialog("System prompt", self.controller.conversation.system_prompt), done)

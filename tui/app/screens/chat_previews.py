@@ -94,7 +94,7 @@ class PreviewActions:
         version = node.version
         if not version.tokens or not version.ids_fit(controller.model_folder) or node not in controller.conversation.path():
             return None
-        messages = controller.conversation.messages(upto=node, model=controller.model_folder)
+        messages = controller.history(upto=node)
         return self.previews.request_for(messages, version.tokens, index, controller.params, version.thinking)
 
     def _preview_lines(self, request: PreviewRequest | None, node: Node | None,

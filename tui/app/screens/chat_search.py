@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from textual.message import Message
-
 from engine.core.chat.search import Match, find, reveal
+from tui.app.messages import SearchStep
 from tui.app.screens.dialogs import ValueDialog
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.message_views import UserView
@@ -21,14 +20,6 @@ from tui.app.widgets.transcript import Transcript
 
 if TYPE_CHECKING:
     from tui.app.controller import ChatController
-
-
-class SearchStep(Message):
-    """n / N while a search is on: the next (+1) or previous (-1) match."""
-
-    def __init__(self, step: int) -> None:
-        super().__init__()
-        self.step = step
 
 
 class SearchActions:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Callable
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, TextArea
 
+from tui.app.bindings import bindings_for
 from tui.app.safe_text import literal, printable
 from tui.app.widgets.plain_input import PlainInput
 
@@ -38,7 +38,7 @@ class Dialog(ModalScreen[str | None]):
 class ValueDialog(Dialog):
     """One line of input; Enter accepts only if `validate` has no complaint (shown inline)."""
 
-    BINDINGS = [Binding("escape", "dismiss_none", "Cancel", id="dialog.cancel", tooltip="Close without change")]
+    BINDINGS = bindings_for("dialog")
 
     def __init__(self, title: str, value: str, validate: Validate, hint: str = "") -> None:
         super().__init__()
@@ -70,10 +70,7 @@ class TextDialog(Dialog):
     """
 
     DEFAULT_CSS = "TextDialog TextArea { height: 10; }"
-    BINDINGS = [
-        Binding("escape", "dismiss_none", "Cancel", id="dialog.cancel", tooltip="Close without change"),
-        Binding("ctrl+s", "accept", "OK", id="dialog.accept", tooltip="Accept the text"),
-    ]
+    BINDINGS = bindings_for("dialog") + bindings_for("text_dialog")
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()

@@ -15,7 +15,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
-from tui.app.bindings import key_table
+from tui.app.bindings import bindings_for, key_table
 from tui.app.safe_text import printable
 
 # Two lines each, in the words of engine/core/api.py's definitions.
@@ -31,7 +31,9 @@ NUMBERS = (
 )
 
 _WHERE = {"app": "anywhere", "screen": "chat", "input": "input", "transcript": "transcript",
-          "candidates": "candidates", "params": "parameters"}
+          "candidates": "candidates", "params": "parameters", "dialog": "dialogs", "text_dialog": "text dialogs",
+          "messages": "message picker", "picker": "model picker", "library": "library", "replace": "keep-it dialog",
+          "help": "help"}
 
 
 class HelpScreen(ModalScreen[None]):
@@ -45,7 +47,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen #numbers { height: auto; padding: 0 1 1 1; }
     HelpScreen #problems { height: auto; padding: 0 1 1 1; color: $warning; }
     """
-    BINDINGS = [Binding("escape,f1,q", "app.pop_screen", "Close", id="help.close", tooltip="Close help")]
+    BINDINGS = bindings_for("help")
 
     def __init__(self, keymap: dict[str, str], problems: list[str] | None = None) -> None:
         """`problems`: the config's problem lines, listed first (start-up shows only one toast)."""

@@ -9,36 +9,31 @@ typing never waits on the disk. Titles and model names are data: shown through `
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from engine.core.library import Entry, Library, LibraryError
-from engine.core.chat.conversation import Conversation
-from engine.core.chat.fileformat import conversation_from_dict
+from tui.app.bindings import bindings_for
+from engine.core.text import title_line
 from tui.app.safe_text import literal, printable
 from tui.app.screens.dialogs import Dialog, ValueDialog
 from tui.app.widgets.plain_input import PlainInput
 
-if TYPE_CHECKING:
-    from tui.app.application import LogitscopeApp
 
 LIST_LIMIT = 100  # rows shown (20 fit on the screen); typing narrows the rest, and fewer rows paint faster
 
 
 def entry_row(entry: Entry, now: float) -> Text:
     """Title, then model, date and length, dim: one row of the list."""
-    row = Text(printable(entry.title), style="bold")
+    row = Text(printable(title_line(entry.title)), style="bold")
     model = Path(entry.model_spec or entry.model_folder or "").name or (entry.model_spec or "")
     when = time.strftime("%H:%M" if now - entry.updated < 86_400 else "%Y-%m-%d", time.localtime(entry.updated))
     details = [printable(model), when, f"{entry.messages} messages"]
@@ -54,15 +49,7 @@ class LibraryScreen(Dialog):
     LibraryScreen Label { width: 100%; height: auto; }  /* wraps on a small screen, never clips */
     LibraryScreen OptionList { height: auto; max-height: 20; }
     """
-    BINDINGS = [
-        Binding("escape", "dismiss_none", "Close", id="library.close", tooltip="Back to the chat"),
-        Binding("down", "move(1)", "Down", show=False, id="library.down", tooltip="Next chat"),
-        Binding("up", "move(-1)", "Up", show=False, id="library.up", tooltip="Previous chat"),
-        Binding("ctrl+r", "rename", "Rename", priority=True, id="library.rename", tooltip="Rename the chat"),
-        Binding("ctrl+d", "delete", "Delete", priority=True, id="library.delete", tooltip="Delete the chat (Ctrl+Z undoes)"),
-        Binding("ctrl+z", "undo", "Undo delete", priority=True, id="library.undo", tooltip="Bring back the chat deleted last"),
-        Binding("ctrl+f", "fork", "Fork", priority=True, id="library.fork", tooltip="Copy the chat, to take it elsewhere"),
-    ]
+    BINDINGS = bindings_for("library")
 
     def __init__(self, path: Path, deleted: list[str] | None = None) -> None:
         """`deleted`: the undo stack, the app's, so Ctrl+Z still brings a chat back after the
@@ -194,34 +181,3 @@ class LibraryScreen(Dialog):
     def on_unmount(self) -> None:
         if self.library is not None:
             self.library.close()
-
-
-
-def _read_chat(path: Path, chat_id: str) -> tuple[str, Conversation]:
-    """In a thread: the stored chat, checked whole by the app's reader (ValueError if bad)."""
-    library = Library(path, timeout=1.0)
-    try:
-        stored = library.load(chat_id)
-    finally:
-        library.close()
-    return stored.entry.title, conversation_from_dict(stored.document)
-
-
-async def reopen(app: LogitscopeApp, chat_id: str) -> None:
-    """Make the stored chat the live one (the live one is in the library already), exactly as it
-    was: branches, tokens and candidates, parameters; later changes are saved to its row."""
-    try:
-        title, conversation = await asyncio.to_thread(_read_chat, app.library.path, chat_id)
-    except (LibraryError, ValueError) as exc:
-        app.notify(f"Could not open the chat: {str(exc).splitlines()[0]}", severity="error", timeout=15)
-        return
-    refused = app.controller.resume(conversation)
-    if refused is not None:
-        app.notify(refused, severity="warning", timeout=15)
-        return
-    app.library.adopt(conversation, chat_id)
-    app.chat_screen._show_new_conversation()
-    model = app.controller.model_folder
-    foreign = any(v.tokens is not None and not v.ids_fit(model) for n in conversation.iter_nodes() for v in n.versions)
-    note = " Its replies came from another model: they continue as text." if foreign else ""
-    app.notify(f"Opened “{title}” ({len(conversation.path())} messages).{note}")

@@ -4,12 +4,13 @@ follows): one row per message, newest last and highlighted, its start shown lite
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from engine.core.chat.conversation import Node
+from tui.app.bindings import bindings_for
+from engine.core.text import shortened
 from tui.app.safe_text import literal, printable
 from tui.app.screens.dialogs import Dialog
 
@@ -19,7 +20,7 @@ PREVIEW = 60  # characters of each message shown in its row
 def row_text(number: int, node: Node) -> str:
     """"3  you: the first line of the message…" (untrusted text: made printable)."""
     text = node.version.reply_text().strip().replace("\n", " ")
-    short = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    short = shortened(text, PREVIEW, say_cut=False)
     who = "you" if node.role == "user" else node.role
     return printable(f"{number:>3}  {who}: {short}")
 
@@ -28,7 +29,7 @@ class MessagePicker(Dialog):
     """Dismisses with the index (into `nodes`) of the chosen message, or None (Esc)."""
 
     DEFAULT_CSS = "MessagePicker Label { width: 100%; height: auto; }"  # long lines wrap, never clip
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="messages.cancel", tooltip="Close without change")]
+    BINDINGS = bindings_for("messages")
 
     def __init__(self, title: str, nodes: list[Node]) -> None:
         """`nodes`: the messages the user may choose from, in conversation order."""

@@ -15,13 +15,13 @@ from typing import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
 from engine.models import ModelEntry, folder_models
+from tui.app.bindings import bindings_for
 from tui.app.safe_text import literal, printable
 from tui.app.screens.dialogs import Dialog
 from tui.app.widgets.plain_input import PlainInput
@@ -77,11 +77,7 @@ class ModelPicker(Dialog):
     ModelPicker Label { width: 100%; height: auto; }  /* wraps on a small screen, never clips */
     ModelPicker OptionList { height: auto; max-height: 18; }
     """
-    BINDINGS = [
-        Binding("escape", "dismiss_none", "Cancel", id="picker.cancel", tooltip="Close without loading"),
-        Binding("down", "move(1)", "Down", show=False, id="picker.down", tooltip="Next model"),
-        Binding("up", "move(-1)", "Up", show=False, id="picker.up", tooltip="Previous model"),
-    ]
+    BINDINGS = bindings_for("picker")
 
     def __init__(self, list_models: ListModels, current: str | None = None,
                  list_folder: ListFolder = folder_models) -> None:

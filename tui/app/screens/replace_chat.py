@@ -11,10 +11,10 @@ it, or to change nothing.
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label
 
+from tui.app.bindings import bindings_for
 from tui.app.safe_text import literal
 from tui.app.screens.dialogs import Dialog
 
@@ -27,11 +27,7 @@ class ReplaceChatDialog(Dialog):
     AUTO_FOCUS = f"#{SAVE}"  # Enter saves: the choice that loses nothing
 
     DEFAULT_CSS = "ReplaceChatDialog Label { width: 100%; height: auto; }"  # long lines wrap, never clip
-    BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="replace.cancel", tooltip="Keep the current chat"),
-        Binding("s", "choose('save')", "Save", id="replace.save", tooltip="Save the chat to a file, then go on"),
-        Binding("d", "choose('discard')", "Discard", id="replace.discard", tooltip="Drop the chat and go on"),
-    ]
+    BINDINGS = bindings_for("replace")
 
     def __init__(self, action: str, messages: int) -> None:
         """`action`: what replaces the chat ("Start a new chat"); `messages`: how long it is."""

@@ -16,7 +16,7 @@ from textual.widget import Widget
 
 from engine.core.api import TokenEvent
 from tui.app.bindings import bindings_for
-from tui.app.messages import CandidateChosen
+from tui.app.messages import CandidateBias, CandidateChosen
 from tui.app.widgets.render import bar, log_text, percent, safe_log, visible
 
 BAR_WIDTH = 10
@@ -155,6 +155,11 @@ class CandidatesPanel(Widget, can_focus=True):
     def action_choose(self) -> None:
         if self.token is not None and self.token.candidates:
             self.post_message(CandidateChosen(self.row))
+
+    def action_bias(self, step: float | None) -> None:
+        """Ban (None) or raise/lower the highlighted candidate's logit from the next token on."""
+        if self.token is not None and self.token.candidates:
+            self.post_message(CandidateBias(self.row, step))
 
     def action_choose_at(self, position: int) -> None:
         """A digit: the candidate it prints beside, as from the transcript."""

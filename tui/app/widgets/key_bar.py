@@ -2,10 +2,10 @@
 
 Why not Textual's `Footer`: it recomposes a widget per key whenever the bindings change, and they
 change at the start and the end of every reply (Esc Stop comes and goes). Mounting and styling
-those widgets, and the layout pass that follows, cost ~20 ms of the main thread each time, on a
-two-core machine the CPU the engine needs right when it computes the first token (measured with
-the real engine in the app: BENCHMARKS.md). Here a change re-renders one line and asks for no
-layout. What `Footer` offers is kept: one hint per action in binding order, the keymap's key
+those widgets, and the layout pass that follows, take the main thread's time at the worst moment:
+on a small machine that is the CPU the engine needs right when it computes the first token (the
+measurement: docs/benchmarks-history.md, round 5). Here a change re-renders one line and asks
+for no layout. What `Footer` offers is kept: one hint per action in binding order, the keymap's key
 names, disabled keys dimmed (a click on one rings the bell), a click presses the key, a hover
 highlights it and shows its tooltip, and the command palette's key sits on the right.
 """

@@ -13,6 +13,7 @@ in a 5,000-token reply without a newline.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -43,10 +44,17 @@ WELCOME_DEMO = (
 )
 
 
-def welcome_text(model: str | None, keymap: Mapping[str, str] | None = None) -> str:
+WELCOME_PLAIN = ("It has no chat template: plain text. The model continues your message; each new message "
+                 "starts after a blank line.")
+
+
+def welcome_text(model: str | None, plain: bool = False, keymap: Mapping[str, str] | None = None) -> str:
     """The welcome for `model` (None: the demo, which is what the app starts on), its keys as
-    `keymap` binds them (`tui.app.hints`)."""
+    `keymap` binds them (`tui.app.hints`); `plain`: the model has no chat template, said here
+    once (`engine.local.prompt.PLAIN_SEPARATOR`)."""
     middle = WELCOME_DEMO if model is None else f"You are chatting with {printable(model)}."
+    if plain and model is not None:
+        middle = f"{middle} {WELCOME_PLAIN}"
     return f"{WELCOME_INTRO}\n\n{middle}\n\n{welcome_keys(keymap or {})}"
 
 
@@ -58,8 +66,8 @@ class Welcome(Static):
     Welcome { height: auto; margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, model: str | None = None, keymap: Mapping[str, str] | None = None) -> None:
-        super().__init__(welcome_text(model, keymap), markup=False)
+    def __init__(self, model: str | None = None, plain: bool = False, keymap: Mapping[str, str] | None = None) -> None:
+        super().__init__(welcome_text(model, plain, keymap), markup=False)
 
 
 class UserView(Static):
@@ -101,11 +109,12 @@ class AssistantView(Vertical):
     AssistantView.-inspect { border-left: thick $secondary; }
     """
 
+    @dataclass(eq=False)
     class TokenClicked(Message):
-        def __init__(self, view: "AssistantView", index: int) -> None:
-            super().__init__()
-            self.view = view
-            self.index = index
+        """The user clicked token `index` of `view`'s reply."""
+
+        view: "AssistantView"
+        index: int
 
     def __init__(self, node: Node) -> None:
         super().__init__()
@@ -139,6 +148,11 @@ class AssistantView(Vertical):
     def tokens(self) -> list[TokenEvent]:
         return self.node.version.tokens or []
 
+    @property
+    def ready(self) -> bool:
+        """Whether the view is mounted and has its children (a cursor can be shown in it)."""
+        return self._ready
+
     def rebuild(self) -> None:
         """Start over when the node shows another version; else only catch up with new tokens.
 
@@ -157,7 +171,7 @@ class AssistantView(Vertical):
     def thinking(self) -> ThinkingBlock | None:
         """The reply's leading thinking block (remembered once closed: a flush then costs nothing)."""
         if self._block is None:
-            block = thinking_block(self.tokens)
+            block = thinking_block(self.tokens, self.node.version.thinking_opened)
             self._block = block if block is not None and block.closed and not self.streaming else None
             return block
         return self._block
@@ -221,10 +235,11 @@ class AssistantView(Vertical):
         return index - start >= CHUNK_SOFT and tokens[index - 1].text.endswith("\n")
 
     def _show_text_only(self) -> None:
-        """A reply saved without its tokens (a file may hold one) shows its text, highlighted the
-        same way, in a plain Static: there are no tokens to inspect."""
+        """A reply saved without its tokens (a file may hold one), or whose tokens' texts are
+        unknown (`Version.texts_unknown`), shows its text, highlighted the same way, in a plain
+        Static: no token has text to lay out."""
         version = self.node.version
-        if version.tokens is not None or not version.text:
+        if (version.tokens is not None and not version.texts_unknown) or not version.text:
             if self._text_only is not None:
                 self._text_only.remove()
                 self._text_only = None

@@ -16,10 +16,15 @@ from textual.widget import Widget
 from engine.core.api import SamplingParams
 from tui.app.bindings import PARAM_KEYS, bindings_for
 from tui.app.messages import ParamEdit, ParamStep
-from engine.core.param_steps import PANEL_PARAMS, format_param
+from engine.core.param_steps import format_param, visible_params
 from tui.app.safe_text import literal
 
 FLASH_S = 1.2  # how long a changed row stays marked
+
+def _short(text: str, width: int) -> str:
+    """One panel cell: long orders and bias lists end in an ellipsis (the palette shows them whole)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
 
 class ParamsPanel(Widget, can_focus=True):
     """One row per parameter; the selected row can be stepped or typed."""
@@ -30,7 +35,7 @@ class ParamsPanel(Widget, can_focus=True):
     """
     BINDINGS = bindings_for("params")
 
-    params: reactive[SamplingParams] = reactive(SamplingParams)
+    params: reactive[SamplingParams] = reactive(SamplingParams, layout=True)  # rows come and go with the stages in force
     selected: reactive[int] = reactive(0)
     preset: reactive[str] = reactive("")
     flashed: reactive[frozenset[str]] = reactive(frozenset)  # rows marked because they just changed
@@ -65,20 +70,28 @@ class ParamsPanel(Widget, can_focus=True):
         table.add_column()
         table.add_column(justify="right")
         table.add_column(style="dim")  # "(off)" in a column of its own: the values never move
-        for i, (name, label) in enumerate(PANEL_PARAMS):
-            key = PARAM_KEYS[name]
-            style = "reverse" if i == self.selected and self.has_focus else ""
+        rows = visible_params(self.params)
+        for i, (name, label) in enumerate(rows):
+            key = PARAM_KEYS.get(name)
+            style = "reverse" if i == self.selected % len(rows) and self.has_focus else ""
             value, _, note = format_param(self.params, name).partition(" (")
             shown = Text(value, style="bold reverse") if name in self.flashed else value
-            table.add_row(f"{key}/{key.upper()}", Text(label, style=style), shown, f"({note}" if note else "")
+            table.add_row(f"{key}/{key.upper()}" if key else "", Text(label, style=style), shown, f"({note}" if note else "")
+        # the chain's order, and the biases: set from the palette ("Sampler order", "Set logit bias")
+        table.add_row("", Text("order"), Text(_short(format_param(self.params, "samplers"), 18)), "")
+        if self.params.logit_bias:
+            table.add_row("", Text("bias"), Text(_short(self.bias_text or format_param(self.params, "logit_bias"), 18)), "")
         return table
+
+    bias_text: reactive[str] = reactive("", layout=True)  # the biases with their tokens' text, when the screen knows them
 
     @property
     def selected_name(self) -> str:
-        return PANEL_PARAMS[self.selected][0]
+        rows = visible_params(self.params)
+        return rows[self.selected % len(rows)][0]
 
     def action_select(self, step: int) -> None:
-        self.selected = (self.selected + step) % len(PANEL_PARAMS)
+        self.selected = (self.selected + step) % len(visible_params(self.params))
 
     def action_step(self, direction: int) -> None:
         self.post_message(ParamStep(self.selected_name, direction))

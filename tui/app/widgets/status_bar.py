@@ -48,6 +48,7 @@ class StatusBar(Widget):
     context_used: reactive[int | None] = reactive(None)  # measured since the last turn's stats
     thinking_switch: reactive[bool] = reactive(False)  # the model's template can switch thinking
     thinking: reactive[bool | None] = reactive(None)  # the next replies' switch (None: the template's default)
+    past_thinking: reactive[str] = reactive("")  # how earlier thinking enters prompts, and its cost
 
     def watch_stats(self) -> None:
         self.context_used = None  # a finished turn's own count is the newest
@@ -79,6 +80,8 @@ class StatusBar(Widget):
             facts.append((f"  {printable(self.state)}", "italic", 0))
         if self.thinking_switch:  # only where it does something: most models have no such switch
             facts.append((f"  think {({None: 'auto', True: 'on', False: 'off'})[self.thinking]}", "", 1))
+        if self.past_thinking:
+            facts.append((f"  {printable(self.past_thinking)}", "", 1))
         s = self.stats
         limit = s.context_limit if s else self.context_limit
         used = self.context_used if self.context_used is not None else s.context_used if s else 0

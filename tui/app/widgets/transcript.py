@@ -3,23 +3,45 @@
 It shows the visible path of the conversation (one view per message) and owns the view state of
 token inspection: which reply and which token are selected. It never talks to the engine: moves
 of the cursor go up as `TokenSelected`, digit keys as `CandidateChosen`.
+
+A long chat is shown lazily (`transcript_window`): its newest messages are mounted, and earlier
+ones when the view scrolls up to them or the cursor moves to them, so opening and closing a
+2,000-message chat costs what a short one does.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from textual.containers import VerticalScroll
+from textual.events import Click
 from textual.geometry import Region
 from textual.message import Message
 from textual.widget import Widget
+from textual.widgets import Static
 
 from tui.app.bindings import bindings_for
-from tui.app.messages import CandidateChosen, TokenSelected
+from tui.app.messages import CandidateChosen, SearchStep, TokenSelected
 from engine.core.chat.conversation import Conversation, Node, Version
 from tui.app.widgets.message_views import AssistantView, UserView, Welcome, welcome_text
 from tui.app.widgets.token_chunk import TokenChunk
 from tui.app.widgets.render import HeatPalette
+from tui.app.widgets.transcript_window import BATCH, earlier_text, plan
+
+
+class EarlierMessages(Static):
+    """The line above the mounted messages saying how many earlier ones are not shown yet."""
+
+    DEFAULT_CSS = """
+    EarlierMessages { color: $text-muted; height: 1; }
+    """
+
+    def on_click(self, event: Click) -> None:
+        event.stop()
+        parent = self.parent
+        if isinstance(parent, Transcript):
+            parent.show_earlier()
 
 
 class Transcript(VerticalScroll, can_focus=True):
@@ -38,7 +60,11 @@ class Transcript(VerticalScroll, can_focus=True):
         self.low_threshold = 0.1
         self.selected: AssistantView | None = None  # the reply holding the token cursor
         self._model: str | None = None  # the loaded model's name for the welcome; None: the demo
+        self._plain = False  # the loaded model has no chat template (the welcome says so)
         self._system: Node | None = None
+        self._path: list[Node] = []  # the path shown (the system prompt first, when there is one)
+        self._first = 0  # the index in `_path` of the first mounted view (those before are not)
+        self._earlier_due = False  # a scroll to the top asked for earlier messages; not mounted yet
         self.searching = False  # a chat search is on: n / N step through its matches (`chat_search`)
 
     def on_mount(self) -> None:
@@ -49,40 +75,114 @@ class Transcript(VerticalScroll, can_focus=True):
         """The welcome stands in for the chat while it is empty."""
         welcome = self.query_children(Welcome)
         if shown and not welcome:
-            self.mount(Welcome(self._model, self._keymap()))
+            self.mount(Welcome(self._model, self._plain, self._keymap()))
         elif not shown:
             welcome.remove()
 
     # --- what the screen calls
 
-    def welcome_model(self, model: str | None) -> None:
-        """Name the loaded model in the welcome (None: the demo, with what it knows)."""
-        self._model = model
+    def welcome_model(self, model: str | None, plain: bool = False) -> None:
+        """Name the loaded model in the welcome (None: the demo, with what it knows); `plain`:
+        it has no chat template."""
+        self._model, self._plain = model, plain
         for welcome in self.query_children(Welcome):
-            welcome.update(welcome_text(model, self._keymap()))
+            welcome.update(welcome_text(model, plain, self._keymap()))
 
     def _keymap(self) -> dict[str, str]:
         """The user's [keys] (the app's keymap), for the keys the welcome names."""
         return dict(getattr(self.app, "keymap", {}))
 
     def show(self, conversation: Conversation) -> None:
-        """Make the views match the conversation's visible path (reusing views that still fit)."""
+        """Make the views match the conversation's visible path (reusing views that still fit;
+        of a long new path, only the newest messages are mounted)."""
         self.conversation = conversation
         path = self._system_nodes(conversation) + conversation.path()
         self._welcome(not path)
-        views = [v for v in self.query_children().results() if not isinstance(v, Welcome)]
-        keep = 0
-        while keep < min(len(views), len(path)) and getattr(views[keep], "node", None) is path[keep]:
-            keep += 1
-        for view in views[keep:]:
+        views = self._views()
+        change = plan(self._path, self._first, len(views), path)
+        for view in views[change.keep:]:
             if view is self.selected:
                 self.selected = None
             view.remove()
-        for view in views[:keep]:
+        for view in views[: change.keep]:
             self._resync(view)
-        self.mount_all([self._view_for(node) for node in path[keep:]])
+        self._path, self._first = path, change.first
+        self.mount_all([self._view_for(node) for node in path[change.mount_from:]])
+        self._update_earlier()
         if self.cursor is None:
             self.anchor()  # a resumed chat, another branch: its newest message in view
+        if self._first > 0:
+            self.call_after_refresh(self._fill)
+
+    def _fill(self) -> None:
+        """Mount earlier messages while the mounted ones do not fill two screens (short messages
+        on a tall terminal): with nothing to scroll, scrolling up could never ask for them."""
+        if self._first > 0 and self.is_attached and self.virtual_size.height < 2 * max(self.size.height, 1):
+            self._mount_earlier(self._first - BATCH)
+            self.call_after_refresh(self._fill)
+
+    def _views(self) -> list[UserView | AssistantView]:
+        """The mounted message views, in order."""
+        return [v for v in self.query_children().results() if isinstance(v, (UserView, AssistantView))]
+
+    def _update_earlier(self) -> None:
+        """The "earlier messages" line: above the first view while some are not mounted."""
+        line = next(iter(self.query_children(EarlierMessages)), None)
+        if self._first == 0:
+            if line is not None:
+                line.remove()
+        elif line is None:
+            views = self._views()
+            self.mount(EarlierMessages(earlier_text(self._first), markup=False),
+                       before=views[0] if views else None)
+        else:
+            line.update(earlier_text(self._first))
+
+    def _mount_earlier(self, start: int) -> None:
+        """Mount the views of `_path[start:_first]` above the first mounted one."""
+        start = max(0, start)
+        if start >= self._first:
+            return
+        views = self._views()
+        new = [self._view_for(node) for node in self._path[start:self._first]]
+        self._first = start
+        self.mount_all(new, before=views[0] if views else None)
+        self._update_earlier()
+
+    def show_earlier(self) -> None:
+        """Mount the next `BATCH` earlier messages, keeping what is on screen where it is."""
+        views = self._views()
+        if self._first == 0 or not views:
+            self._earlier_due = False
+            return
+        anchor, offset = views[0], views[0].virtual_region.y - self.scroll_y
+        self.release_anchor()  # the user went up: the view must not jump back to the newest message
+        self._mount_earlier(self._first - BATCH)
+
+        def keep_in_view(last: bool) -> None:
+            self.scroll_to(y=anchor.virtual_region.y - offset, animate=False, immediate=True)
+            self._earlier_due = self._earlier_due and not last
+
+        self.call_after_refresh(keep_in_view, False)
+        self.call_after_refresh(self.call_after_refresh, keep_in_view, True)  # once the new views are laid out
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """Scrolling up to within a screen of the top mounts earlier messages."""
+        super().watch_scroll_y(old_value, new_value)
+        if new_value < old_value and new_value <= self.size.height and self._first > 0 and not self._earlier_due:
+            self._earlier_due = True
+            self.call_later(self.show_earlier)
+
+    def _revealed(self, node: Node) -> AssistantView | None:
+        """The view of `node`, mounting the earlier messages down to it when it is above the
+        mounted ones (a cursor moving back through the replies)."""
+        view = self.view_of(node)
+        if view is None:
+            index = next((i for i in range(self._first) if self._path[i] is node), None)
+            if index is not None:
+                self._mount_earlier(index)
+                view = self.view_of(node)
+        return view
 
     def _system_nodes(self, conversation: Conversation) -> list[Node]:
         """The system prompt shown as a first message (a stable node while its text is unchanged)."""
@@ -139,6 +239,10 @@ class Transcript(VerticalScroll, can_focus=True):
             self.anchor()
         if view is None and self.selected is None:
             return  # nothing was selected: no news to post
+        if view is not None and not view.ready:  # just mounted (an earlier message revealed): once it is laid out
+            if view.is_attached:
+                self.call_after_refresh(self._select, view, index, scroll)
+            return
         if self.selected is not None and self.selected is not view:
             self.selected.set_cursor(None)
         self.selected = view
@@ -174,7 +278,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.scroll_to_region(region, animate=False)
 
     def select_token(self, node: Node, index: int | None) -> None:
-        view = self.view_of(node)
+        view = self._revealed(node)
         if view is not None:
             self._select(view, index)
 
@@ -182,7 +286,12 @@ class Transcript(VerticalScroll, can_focus=True):
         self._select(None, None)
 
     def _replies(self) -> list[AssistantView]:
+        """The mounted replies that have tokens."""
         return [v for v in self.query_children(AssistantView) if v.tokens]
+
+    def _reply_nodes(self) -> list[Node]:
+        """Every reply with tokens on the path shown, mounted or not (the cursor can go to any)."""
+        return [n for n in self._path if n.role == "assistant" and n.version.tokens]
 
     def on_assistant_view_token_clicked(self, event: AssistantView.TokenClicked) -> None:
         self.focus()
@@ -215,44 +324,45 @@ class Transcript(VerticalScroll, can_focus=True):
         (last) token. When there is none, say so (a bell is not seen; before #30.7 `n` with
         nothing selected only selected the last token, silently)."""
         if self.searching:
-            from tui.app.screens.chat_search import SearchStep
-
             self.post_message(SearchStep(step))
             return
-        replies = self._replies()
+        replies = self._reply_nodes()
         if not replies:
             self.notify("No reply to look in yet.", timeout=3)
             return
-        view = self.selected if self.selected in replies and self.selected.cursor is not None else None
+        chosen = self.selected
+        view = chosen if chosen is not None and chosen.cursor is not None and any(n is chosen.node for n in replies) \
+            else None
         if view is None:
             at = 0 if step > 0 else len(replies) - 1
-            index = 0 if step > 0 else len(replies[at].tokens) - 1
+            index = 0 if step > 0 else len(replies[at].version.tokens or []) - 1
         else:
-            at, index = replies.index(view), view.cursor + step  # type: ignore[operator]
+            at = next(i for i, node in enumerate(replies) if node is view.node)
+            index = (view.cursor or 0) + step
         limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
         while 0 <= at < len(replies):
-            tokens = replies[at].tokens
+            tokens = replies[at].version.tokens or []
             while 0 <= index < len(tokens):
                 if tokens[index].logprob < limit:
-                    self._select(replies[at], index)
+                    self._select(self._revealed(replies[at]), index)
                     return
                 index += step
             at += step
             if 0 <= at < len(replies):
-                index = 0 if step > 0 else len(replies[at].tokens) - 1
+                index = 0 if step > 0 else len(replies[at].version.tokens or []) - 1
         where = "in this chat" if view is None else "after this one" if step > 0 else "before this one"
         self.notify(f"No token below {self.low_threshold * 100:g}% {where}.", timeout=3)
 
     def action_reply(self, step: int) -> None:
-        replies = self._replies()
+        replies = self._reply_nodes()
         if not replies:
             return
-        if self.selected not in replies:
-            self._select(replies[-1], 0)
+        at = next((i for i, node in enumerate(replies) if self.selected and node is self.selected.node), None)
+        if at is None:
+            self._select(self._revealed(replies[-1]), 0)
             return
-        at = replies.index(self.selected) + step  # type: ignore[arg-type]
-        if 0 <= at < len(replies):
-            self._select(replies[at], 0)
+        if 0 <= at + step < len(replies):
+            self._select(self._revealed(replies[at + step]), 0)
 
     def action_clear_cursor(self) -> None:
         self.clear()
@@ -297,10 +407,9 @@ class Transcript(VerticalScroll, can_focus=True):
     def action_focus_input(self) -> None:
         self.screen.focus_next("ChatInput")
 
+    @dataclass(eq=False)
     class FlipRequested(Message):
         """The user wants `node` to show its previous (-1) or next (+1) version."""
 
-        def __init__(self, node: Node, step: int) -> None:
-            super().__init__()
-            self.node = node
-            self.step = step
+        node: Node
+        step: int

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.core.api import GenerateRequest, Message, SamplingParams, TurnControl
-from tui.bench.report import Section, alternate
-from tui.bench.shapes import Shape, build_model
-from tui.bench.turns import history, words
+from engine.bench.report import Section, alternate
+from engine.bench.shapes import Shape, build_model
+from engine.bench.turns import history, words
 
 _MAMBA2 = {"num_heads": 16, "head_dim": 32, "state_size": 64, "conv_kernel": 4, "n_groups": 1,
            "layer_norm_epsilon": 1e-5, "time_step_limit": [0.0, 1e9], "time_step_rank": "auto"}
@@ -69,7 +69,7 @@ def _regenerate(session: Any, request: GenerateRequest, out: list[int]) -> Calla
 
 def rewind_section(section: Section, scratch: Path, history_tokens: int, rounds: int) -> None:
     """Rows for each model kind: regenerate TTFT and ids prefilled, rebuild vs snapshot."""
-    from tui.bench.folders import write_model_folder
+    from engine.bench.folders import write_model_folder
 
     for name, shape in REWIND_SHAPES.items():
         folder = str(write_model_folder(scratch / f"rewind-{name}", shape, build_model(shape)))

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from engine.core.api import GenerateRequest, Message, SamplingParams, TurnFinished
-from tui.bench.report import Section
+from engine.bench.report import Section
 from engine.local.client import Engine
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=2, candidates=10)

@@ -1,5 +1,5 @@
 """One model's decode speed, weight bytes read per decoded token and resident memory, measured in
-a fresh process: ``python -m tui.bench.memory_worker '<json>'`` (keys: shape, prompt, decode,
+a fresh process: ``python -m engine.bench.memory_worker '<json>'`` (keys: shape, prompt, decode,
 and folder: the model folder to load; without one the process builds and writes it first).
 ``{"shape": ..., "write": FOLDER}`` only writes the shape's model folder there.
 
@@ -62,8 +62,8 @@ def _own_bytes(layer: Any) -> int:
 
 async def _measure(config: dict[str, Any]) -> dict[str, Any]:
     from engine.core.api import GenerateRequest, Message
-    from tui.bench.turns import engine_turn, params
-    from tui.bench.worker import _text_of_tokens
+    from engine.bench.turns import engine_turn, params
+    from engine.bench.worker import _text_of_tokens
     from engine.local.client import Engine
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -90,8 +90,8 @@ async def _measure(config: dict[str, Any]) -> dict[str, Any]:
 
 def write_folder(shape_name: str, folder: Path) -> str:
     """Build the shape's random model and write it as a model folder; returns the folder."""
-    from tui.bench.folders import write_model_folder
-    from tui.bench.shapes import build_model, shape_named
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
 
     shape = shape_named(shape_name)
     write_model_folder(folder, shape, build_model(shape))

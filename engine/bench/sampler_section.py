@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import mlx.core as mx
 
 from engine.core.api import SamplingParams
-from tui.bench.report import Section, alternate
+from engine.bench.report import Section, alternate
 
 ALL_FILTERS = dict(temperature=0.7, top_k=40, top_p=0.9, min_p=0.05)
 TOP_P_ONLY = dict(temperature=0.7, top_p=0.9)

@@ -1,6 +1,6 @@
 """4-bit MLX models on the CPU: decode speed next to the bytes each decoded token reads and the
 resident memory, against the same shape unquantized (float32), each in a fresh process
-(`tui.bench.memory_worker`).
+(`engine.bench.memory_worker`).
 
 Why: the CPU fast path keeps float32 copies of 4-bit layers for decoding where it measures that
 they raise decode speed per GB (MLX's CPU quantized mat-vec is slow; `engine.cpu.denseplan`),
@@ -16,12 +16,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tui.bench.report import Section, alternate, run_json_module
-from tui.bench.shapes import shape_named
+from engine.bench.report import Section, alternate, run_json_module
+from engine.bench.shapes import shape_named
 
 
 def _worker(config: dict[str, Any]) -> dict[str, Any]:
-    from tui.bench import memory_worker
+    from engine.bench import memory_worker
 
     return run_json_module(memory_worker, json.dumps(config), timeout_s=900.0)
 

@@ -23,8 +23,8 @@ from engine.core.api import (
     SamplingParams,
     TokenEvent,
 )
-from tui.bench.report import Section
-from tui.bench.turns import Contenders, engine_turn, history, words
+from engine.bench.report import Section
+from engine.bench.turns import Contenders, engine_turn, history, words
 from engine.local.client import Engine
 
 K, N = 3, 12
@@ -34,7 +34,7 @@ PREVIEW_PARAMS = SamplingParams(temperature=0.0, candidates=0, max_tokens=N)  # 
 async def _previews(engine: Engine, request: PreviewRequest) -> float:
     """Seconds from the call to the PreviewFinished."""
     started = time.perf_counter()
-    async for item in engine.local.preview(request):
+    async for item in engine.preview(request):
         if isinstance(item, PreviewFinished):
             break
     return time.perf_counter() - started
@@ -60,7 +60,7 @@ async def _loop_lag(work: Awaitable[float], tick_s: float = 0.002) -> tuple[floa
 
 async def _interrupting_ttft(engine: Engine, previews: PreviewRequest, turn: GenerateRequest) -> float:
     """TTFT of `turn` submitted right after long previews started (they must give way)."""
-    stream = engine.local.preview(previews)
+    stream = engine.preview(previews)
     await stream.__anext__()  # the previews are computing
     timing = await engine_turn(engine, turn)
     async for _ in stream:  # the rest ends "cancelled"

@@ -1,4 +1,4 @@
-"""The report sections that drive the real Engine (see `tui.bench.turns` for the harness)."""
+"""The report sections that drive the real Engine (see `engine.bench.turns` for the harness)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 import time
 
 from engine.core.api import GenerateRequest, Message
-from tui.bench.report import Section
-from tui.bench.turns import Contenders, engine_turn, history, params, plain_decode_tps, words
+from engine.bench.report import Section
+from engine.bench.turns import Contenders, engine_turn, history, params, plain_decode_tps, words
 
 # Targets from the performance issue: the engine may cost at most 3% (30M) / 10% (2M) of plain
 # mlx-lm's decode speed; bigger models hide the per-token overhead better.

@@ -2,7 +2,7 @@
 llama.cpp's own greedy decode through the same binding, on the same file with the same threads.
 
 The files are made here, offline: the bench's random-weight Llama shape is written in float32
-(``tui.bench.shapes``), converted to an F32 GGUF (``engine.gguf.convert``) and quantized to
+(``engine.bench.shapes``), converted to an F32 GGUF (``engine.gguf.convert``) and quantized to
 Q4_0, Q8_0 and F16 by llama.cpp's own quantizer (``llama_model_quantize``). The contenders:
 
 - **ours**: a local engine's turn, greedy, 10 candidates: decode speed and prefill speed as
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.api import GenerateRequest, Message, SamplingParams, TurnFinished
-from tui.bench.report import Section, alternate
+from engine.bench.report import Section, alternate
 
 TYPES = {"F16": 1, "Q8_0": 7, "Q4_0": 2}  # llama_ftype
 WORDS = "the quick brown fox jumps over a lazy dog while seven small birds sing".split()
@@ -36,10 +36,10 @@ def gguf_files(shape_name: str, scratch: Path) -> dict[str, Path]:
     """The shape as F32 GGUF, then quantized by llama.cpp to each of `TYPES`."""
     import llama_cpp
 
-    from tui.bench.folders import write_model_folder
-    from tui.bench.shapes import build_model, shape_named
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
     from engine.gguf.convert import convert_folder
-    from engine.gguf.model import quiet_logs
+    from engine.gguf.logs import quiet_logs
 
     quiet_logs(llama_cpp)
     shape = replace(shape_named(shape_name).with_bits(None), dtype="float32")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import mlx.nn as nn
 
-from tui.bench.shapes import Shape
+from engine.bench.shapes import Shape
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHATML = (

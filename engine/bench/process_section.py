@@ -1,6 +1,6 @@
 """Fast BLAS on/off and compute dtype float32/bfloat16, each configuration in a fresh process.
 
-See `tui.bench.worker` for why a process per configuration. Rounds alternate through the
+See `engine.bench.worker` for why a process per configuration. Rounds alternate through the
 configurations so machine drift spreads evenly over them.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tui.bench.report import Section, alternate, run_json_module
-from tui.bench.shapes import shape_named
+from engine.bench.report import Section, alternate, run_json_module
+from engine.bench.shapes import shape_named
 
 
 # The issue's goals against plain mlx-lm (reference BLAS, weights' bfloat16): an unquantized model
@@ -23,7 +23,7 @@ UNTARGETED_SHAPES = frozenset({"2m"})
 
 def run_worker(config: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
     """One measurement in a fresh interpreter; raises RuntimeError with the worker's last line."""
-    from tui.bench import worker
+    from engine.bench import worker
 
     return run_json_module(worker, json.dumps(config), timeout_s=timeout_s)
 

@@ -1,4 +1,4 @@
-"""One benchmark configuration in a fresh process: ``python -m tui.bench.worker '<json>'``.
+"""One benchmark configuration in a fresh process: ``python -m engine.bench.worker '<json>'``.
 
 Why a subprocess: the fast BLAS must be loaded before MLX is imported, and cannot be unloaded,
 so "BLAS on vs off" needs two processes; doing every per-config measurement this way also keeps
@@ -41,7 +41,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         return {**asyncio.run(_engine_generate(config)), "blas": blas.reason, "blas_active": blas.active,
                 "config": config}
 
-    from tui.bench.shapes import build_model, shape_named
+    from engine.bench.shapes import build_model, shape_named
     from engine.cpu.unpacked import enable_dequantized_prefill
     from engine.local.precision import apply_compute_dtype, choose_compute_dtype
 
@@ -105,9 +105,9 @@ async def _engine_generate(config: dict[str, Any]) -> dict[str, Any]:
     from pathlib import Path
 
     from engine.core.api import GenerateRequest, Message
-    from tui.bench.folders import write_model_folder
-    from tui.bench.shapes import build_model, shape_named
-    from tui.bench.turns import engine_turn, params
+    from engine.bench.folders import write_model_folder
+    from engine.bench.shapes import build_model, shape_named
+    from engine.bench.turns import engine_turn, params
     from engine.local.client import Engine
 
     shape = shape_named(config["shape"])
@@ -136,7 +136,7 @@ def _text_of_tokens(folder: str, tokens: int, seed: int) -> str:
 
     from transformers import AutoTokenizer
 
-    from tui.bench.turns import words
+    from engine.bench.turns import words
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
 
