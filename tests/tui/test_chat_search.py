@@ -52,8 +52,13 @@ async def test_an_empty_search_gives_n_back_to_unlikely_tokens(make_app: AppFact
         await pilot.press("escape")
         await _search(app, pilot, "one")
         assert app.screen.query_one(Transcript).searching
+        from tui.app.widgets.key_bar import KeyBar
+
+        await wait_until(pilot, lambda: " n Match " in app.screen.query_one(KeyBar).render().plain)
         await pilot.press("escape", "slash")
         await wait_until(pilot, lambda: not isinstance(app.screen, ChatScreen))
         await pilot.press("ctrl+u", "enter")
         await wait_until(pilot, lambda: isinstance(app.screen, ChatScreen))
         assert not app.screen.query_one(Transcript).searching
+        app.screen.query_one(Transcript).focus()
+        await wait_until(pilot, lambda: " n Unlikely " in app.screen.query_one(KeyBar).render().plain)

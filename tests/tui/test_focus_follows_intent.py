@@ -172,3 +172,25 @@ async def test_fast_typing_after_a_new_chat_is_a_message(make_app: AppFactory) -
             app.post_message(events.Key(char, char))
         await wait_until(pilot, lambda: app.screen.query_one(ChatInput).text == "test")
         assert app.controller.params == before
+
+
+async def test_the_keep_it_question_gives_the_input_the_focus(make_app: AppFactory) -> None:
+    """The replace-chat question (the library could not keep the chat): Esc keeps the chat and
+    the input has the focus; what is typed next is text."""
+    from test_never_lose_work import _lock_library
+
+    from tui.app.screens.replace_chat import ReplaceChatDialog
+
+    app = make_app()
+    _lock = _lock_library(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "keep me")
+        await pilot.press("escape", "ctrl+n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReplaceChatDialog))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: _focused_input(app))
+        before = app.controller.params
+        await pilot.press(*"tk")
+        await pilot.pause()
+        assert app.controller.params == before and app.screen.query_one(ChatInput).text == "tk"
+    del _lock

@@ -36,13 +36,13 @@ async def test_no_dialog_is_wider_than_80_columns(make_app: AppFactory, key: str
 
 async def test_the_footer_names_rebound_token_keys(make_app: AppFactory) -> None:
     """Before: with ←/→ rebound, the footer still said "←/→ Token"."""
-    app = make_app(config_text='[keys]\n"token.prev" = "a"\n"token.next" = "d"\n')
+    app = make_app(config_text='[keys]\n"token.prev" = "h"\n"token.next" = "l"\n')
     async with app.run_test(size=SMALL) as pilot:
         await send(app, pilot, "hi")
         await pilot.press("escape")
         await pilot.pause()
         line = app.screen.query_one(KeyBar).render().plain
-        assert line.startswith(" a/d Token ") and "←" not in line
+        assert line.startswith(" h/l Token ") and "←" not in line
 
 
 async def test_the_welcome_names_resume_and_library_as_bound(make_app: AppFactory) -> None:
@@ -52,11 +52,11 @@ async def test_the_welcome_names_resume_and_library_as_bound(make_app: AppFactor
         await wait_idle(app, pilot)
         text = str(app.screen.query_one("Welcome").render())
         assert "Ctrl+L reopens" in text and "Ctrl+G finds" in text and "Esc, then ←/→" in text
-    app = make_app(config_text='[keys]\n"chat.resume" = "f12"\n"token.prev" = "a"\n')
+    app = make_app(config_text='[keys]\n"chat.resume" = "f11"\n"token.prev" = "h"\n')
     async with app.run_test(size=SMALL) as pilot:
         await wait_idle(app, pilot)
         text = str(app.screen.query_one("Welcome").render())
-        assert "F12 reopens" in text and "a/→" in text and "Ctrl+L" not in text
+        assert "F11 reopens" in text and "h/→" in text and "Ctrl+L" not in text
 
 
 async def test_the_ctrl_c_toast_has_no_raw_markup(make_app: AppFactory) -> None:

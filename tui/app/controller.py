@@ -65,7 +65,6 @@ class ChatController:
         self._load_task: asyncio.Task[bool] | None = None
         self._stop_asked = False  # Esc while a turn is still being fitted: it never starts
         self._left_out = 0  # oldest messages the last turn left out to fit the context
-        self._counted: tuple[tuple[Message, ...], int] | None = None  # the last messages counted, and their count
         self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
         self.past_thinking: bool | None = None  # drop earlier replies' thinking (None: as the template does)
 
@@ -350,8 +349,7 @@ class ChatController:
         self._streaming, self._left_out = node, fitted.dropped
         request = GenerateRequest(fitted.messages, params, thinking=self.thinking)
         events = self.engine.generate(request)  # asked first: see `_start`
-        prompt = self._counted[1] if self._counted is not None and self._counted[0] == fitted.messages else None
-        self._post(msg.GenerationStarted(node, fitted.dropped, prompt))
+        self._post(msg.GenerationStarted(node, fitted.dropped, fitted.prompt_tokens))
         await self._run(node, version, events)
 
     def _opens_thinking(self) -> bool:
@@ -359,13 +357,6 @@ class ChatController:
         switch is not off): the reply then thinks from its first token."""
         info = self.engine.model
         return info is not None and info.opens_thinking and self.thinking is not False
-
-    async def _count(self, messages: Sequence[Message]) -> int:
-        """Count, remembering the last count: the prompt a turn sends was counted to fit it, and
-        the status bar's "ctx" needs that number while the reply streams (#30.7)."""
-        tokens = await self.engine.count_tokens(messages, thinking=self.thinking)
-        self._counted = (tuple(messages), tokens) if tokens > 0 else None
-        return tokens
 
     @property
     def model_folder(self) -> str | None:

@@ -19,7 +19,7 @@ same way from a shell (`run --continue` used to send everything and be refused).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable, Sequence
 
 from engine.core.api import EngineAPI, Message
@@ -35,6 +35,7 @@ class Fit:
     messages: tuple[Message, ...] = ()
     dropped: int = 0
     refusal: str | None = None
+    prompt_tokens: int | None = None  # the length of `messages` where it was counted (`fit_turn`)
 
 
 def tokens(n: int) -> str:
@@ -104,10 +105,17 @@ async def fit_turn(engine: EngineAPI, messages: Sequence[Message], strategy: str
     model = engine.model
     limit = (model.context_limit if model.abilities.token_counting else 0) if model else 1
 
-    async def count(candidate: Sequence[Message]) -> int:
-        return await engine.count_tokens(candidate, thinking=thinking)
+    counted: list[tuple[tuple[Message, ...], int]] = []
 
-    return await fit(count, messages, limit, strategy, reply_room, dropped_before)
+    async def count(candidate: Sequence[Message]) -> int:
+        tokens = await engine.count_tokens(candidate, thinking=thinking)
+        counted.append((tuple(candidate), tokens))
+        return tokens
+
+    fitted = await fit(count, messages, limit, strategy, reply_room, dropped_before)
+    # The prompt's length, where it was counted: the status bar's "ctx" while the reply streams (#30.7).
+    prompt = next((n for sent, n in reversed(counted) if sent == fitted.messages and n > 0), None)
+    return replace(fitted, prompt_tokens=prompt)
 
 
 def left_out_note(dropped: int) -> str:

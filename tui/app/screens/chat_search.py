@@ -59,12 +59,16 @@ class SearchActions:
             return
         self._matches, transcript.searching = matches, True
         transcript.focus()
+        self.refresh_bindings()  # type: ignore[attr-defined]  # the footer says "n Match"
         self._show_match(0)
 
     def end_search(self) -> None:
         """No search: n / N are the unlikely-token keys again."""
         self._matches, self._match_at = [], 0
-        self.query_one(Transcript).searching = False  # type: ignore[attr-defined]
+        transcript = self.query_one(Transcript)  # type: ignore[attr-defined]
+        if transcript.searching:
+            transcript.searching = False
+            self.refresh_bindings()  # type: ignore[attr-defined]
 
     def on_search_step(self, event: SearchStep) -> None:
         if self._matches:
@@ -89,8 +93,8 @@ class SearchActions:
                 if user.node is match.node:
                     user.scroll_visible()
         where = "" if len(match.node.versions) == 1 else f", version {match.version + 1}/{len(match.node.versions)}"
-        self.notify(f"Match {at + 1} of {len(self._matches)} ({match.node.role}{where}). n / N: next / previous.",
-                    timeout=3)  # type: ignore[attr-defined]
+        note = f"Match {at + 1} of {len(self._matches)} ({match.node.role}{where}). n / N: next / previous."
+        self.notify(note, timeout=3)  # type: ignore[attr-defined]
 
 
 def _token_at(tokens: list, offset: int) -> int:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name
-from pygments.token import Comment, Keyword, Name, Number, String, _TokenType
-from pygments.util import ClassNotFound
+from pygments.lexer import Lexer  # type: ignore[import-untyped]
+from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
+from pygments.token import Comment, Keyword, Name, Number, String, _TokenType  # type: ignore[import-untyped]
+from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 
 SyntaxRole = Literal["kw", "str", "comment", "num", "name"]
 MAX_CODE = 20_000  # characters lexed per block: a huge block stays one colour, never slow

@@ -70,12 +70,14 @@ def key_hints(screen: Screen[object]) -> tuple[list[KeyHint], KeyHint | None]:
             palette = hint
         elif binding.id in CORE_HINTS and enabled:
             group, description = CORE_HINTS[binding.id]
+            if binding.id == "token.next_low" and getattr(screen.focused, "searching", False):
+                description = "Match"  # a chat search is on: n / N step through its matches
             shown_as = _group_display(group, displays) if group else display
             core.setdefault((group or display, description),
                             KeyHint(binding.key, shown_as, description, True, hint.tooltip))
         elif binding.show:
             shown.setdefault(binding.action, hint)
-    order = [description for _display, description in CORE_HINTS.values()]
+    order = [description for _display, description in CORE_HINTS.values()] + ["Match"]
     ranked = sorted(core.values(), key=lambda hint: order.index(hint.description))
     return [*ranked, *shown.values()], palette
 
