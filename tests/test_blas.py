@@ -117,8 +117,7 @@ def _runnable(path: str) -> bool:
     """Whether this CPU can run the OpenBLAS build at `path` (`blas.unrunnable_build`)."""
     import ctypes
 
-    return blas.unrunnable_build(blas._build_config(ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL), ""),
-                                 blas._cpu_flags()) is None
+    return blas.why_it_cannot_run(ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)) is None
 
 
 def test_fast_and_reference_blas_agree(fast: dict) -> None:

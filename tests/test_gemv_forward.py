@@ -26,23 +26,28 @@ ROW, COL, NO, TRANS = 101, 102, 111, 112
 
 @pytest.fixture(scope="module")
 def forwarder(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    openblas = next((lib for path in blas.candidate_paths() if (lib := _open(path)) is not None), None)
-    if openblas is None:
-        pytest.skip("no usable OpenBLAS here")
+    found = next((opened for path in blas.candidate_paths() if (opened := _open(path)) is not None), None)
+    if found is None:
+        pytest.skip("no OpenBLAS that runs on this CPU here")
     if cbuild.compiler() is None:
         pytest.skip("no C compiler here")
+    openblas, prefix = found
     library = ctypes.CDLL(str(gemv_forward.build(tmp_path_factory.mktemp("cache"))))
-    library.logitscope_gemv_forward_init(ctypes.cast(openblas.cblas_sgemm, ctypes.c_void_p),
-                                         ctypes.cast(openblas.cblas_sgemv, ctypes.c_void_p))
+    library.logitscope_gemv_forward_init(ctypes.cast(getattr(openblas, prefix + "cblas_sgemm"), ctypes.c_void_p),
+                                         ctypes.cast(getattr(openblas, prefix + "cblas_sgemv"), ctypes.c_void_p))
     return library
 
 
-def _open(path: str) -> ctypes.CDLL | None:
+def _open(path: str) -> tuple[ctypes.CDLL, str] | None:
+    """The library at `path` and its cblas names' prefix, when it has sgemm and sgemv and this CPU
+    can run its build (cmeel-openblas's SKYLAKEX-only build dies on a CPU without AVX-512)."""
     try:
-        lib = ctypes.CDLL(path)
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
     except OSError:
         return None
-    return lib if hasattr(lib, "cblas_sgemm") and hasattr(lib, "cblas_sgemv") else None
+    prefix = next((p for p in ("", "scipy_") if hasattr(lib, p + "cblas_sgemm") and hasattr(lib, p + "cblas_sgemv")),
+                  None)
+    return None if prefix is None or blas.why_it_cannot_run(lib, prefix) else (lib, prefix)
 
 
 def _stored(rows: int, cols: int, lead: int, order: int, rng: np.random.Generator) -> np.ndarray:

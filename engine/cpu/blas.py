@@ -221,6 +221,11 @@ def unrunnable_build(config: str, flags: frozenset[str]) -> str | None:
     return None
 
 
+def why_it_cannot_run(lib: ctypes.CDLL, prefix: str = "") -> str | None:
+    """Why this machine cannot run the opened (locally) OpenBLAS `lib` (`unrunnable_build`), or None."""
+    return unrunnable_build(_build_config(lib, prefix), _cpu_flags())
+
+
 def _build_config(lib: ctypes.CDLL, prefix: str) -> str:
     """The library's own description of its build ("OpenBLAS 0.3.31 NO_AFFINITY SKYLAKEX ..."),
     "" when it has none."""
@@ -270,7 +275,7 @@ def _try_load(path: str, threads: int, failures: list[str]) -> BlasInfo | None:
     if prefix is None:
         failures.append(f"{path}: no cblas_sgemm or scipy_cblas_sgemm symbol (a 64-bit-integer or renamed build)")
         return None
-    why_not = unrunnable_build(_build_config(local, prefix), _cpu_flags())
+    why_not = why_it_cannot_run(local, prefix)
     if why_not is not None:
         failures.append(f"{path}: {why_not}")
         return None
