@@ -44,6 +44,7 @@ class GgufLoader:
         name = Path(command.spec).expanduser().name or command.spec
         command.on_progress(LoadProgress(f"loading {name} with llama.cpp"))
         loaded = load_gguf(command.spec, context.options.max_context, self.threads, command.on_progress)
+        context.bind_template(loaded.tokenizer, loaded.name)
         command.on_progress(LoadProgress(f"loaded {name}", 1.0))
         return LoadedParts(
             model=loaded.model, tokenizer=loaded.tokenizer, context_limit=loaded.context,

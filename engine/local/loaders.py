@@ -65,6 +65,10 @@ class LoadContext:
     options: EngineOptions
     speed: SpeedLayer
     first_load: bool  # the engine's first load says once why a fast BLAS could not be used
+    # bounds the run time of the tokenizer's chat template (`engine.local.watchdog`): called as
+    # soon as the tokenizer is read, before anything renders the template (the load's own probes
+    # of it included), with the name its one line uses
+    bind_template: Callable[[Any, str], None] = lambda tokenizer, name: None
 
 
 class ModelLoader(Protocol):
@@ -97,6 +101,7 @@ class MlxLoader:
 
         loaded = load_model(command.spec, trust_remote_code=command.trust_remote_code,
                             on_progress=command.on_progress)
+        context.bind_template(loaded.tokenizer, Path(command.spec).expanduser().name or loaded.name)
         _quiet_length_warning(loaded.tokenizer)
         dtype = apply_compute_dtype(loaded.model,
                                     choose_compute_dtype(context.options.compute_dtype, mx.default_device()))

@@ -159,9 +159,8 @@ class EngineWorker:
             assert speed is not None  # set before the first command is read
             route_outside_logs()  # what transformers says while loading is our one line
             loader = next(loader for loader in self._loaders if loader.accepts(command.spec))
-            parts = loader.load(command, LoadContext(self._options, speed, first_load=not self._told_blas))
-            self._watchdog = self._watchdog or Watchdog()
-            bound_template(parts.tokenizer, self._watchdog, parts.template_name)
+            parts = loader.load(command, LoadContext(self._options, speed, first_load=not self._told_blas,
+                                                     bind_template=self._bind_template))
             if self._stream is None:  # one stream for the thread's life, made on the thread
                 self._stream = mx.new_stream(mx.default_device())
             session = Session(parts.model, parts.tokenizer, parts.context_limit, self._stream, parts.last_row,
@@ -185,6 +184,11 @@ class EngineWorker:
         except Exception as exc:  # never let the thread die; the caller gets one line
             command.sink(ModelLoadError(f"Could not load {clipped(command.spec)}: {one_line(exc)}"))
         return old
+
+    def _bind_template(self, tokenizer: Any, name: str) -> None:
+        """Bound the tokenizer's chat template by this thread's watchdog (made on first use)."""
+        self._watchdog = self._watchdog or Watchdog()
+        bound_template(tokenizer, self._watchdog, name)
 
     def _disk_cache(self, folder: str, dtype: str) -> Any:
         """The on-disk KV cache for this model, when the options ask for one."""
