@@ -31,6 +31,14 @@ T = TypeVar("T")
 # --- writing
 
 
+
+def params_dict(params: SamplingParams) -> dict[str, Any]:
+    """The parameters as JSON-native data: tuple-valued ones (the chain's order, biases, DRY's
+    breakers) as lists, so a chat reads back from JSON or the library equal to what was written."""
+    def native(value: Any) -> Any:
+        return [native(item) for item in value] if isinstance(value, (tuple, list)) else value
+    return {name: native(value) for name, value in params.__dict__.items()}
+
 def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
     """Format 2: nodes in tree order (a parent before its children), each pointing up once."""
     nodes: list[dict[str, Any]] = []
@@ -51,14 +59,14 @@ def _version_to_dict(v: Version) -> dict[str, Any]:
     return {
         "text": v.text,
         "tokens": None if v.tokens is None else [_token_to_dict(t) for t in v.tokens],
-        "params": None if v.params is None else dict(v.params.__dict__),
+        "params": None if v.params is None else params_dict(v.params),
         # A reply still streaming when saved (quit, SIGHUP, SIGTERM) will never stream on.
         "finish_reason": "cancelled" if v.finish_reason is None and v.tokens is not None else v.finish_reason,
         "branched_at": v.branched_at,
         "stats": None if v.stats is None else dict(v.stats.__dict__),
         "model": v.model,
         "thinking": v.thinking,
-        "changes": [{"at": at, "params": dict(params.__dict__)} for at, params in v.changes],
+        "changes": [{"at": at, "params": params_dict(params)} for at, params in v.changes],
     }
 
 
