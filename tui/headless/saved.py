@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import asdict
 from typing import Any, Callable
 
+from engine.core.chat.conversation import Version
+from engine.core.chat.fileformat import params_dict, token_to_dict, version_to_dict
 from engine.core.api import Message, SamplingParams, TokenEvent, TurnFinished
 from engine.core.library import ChatChanged, Library, LibraryError
 
@@ -20,11 +21,7 @@ STATS = ("prompt_tokens", "reused_tokens", "prefilled_tokens", "generated_tokens
          "decode_tps", "context_used", "context_limit")
 
 
-def token_dict(event: TokenEvent) -> dict[str, Any]:
-    """A token as format 2 keeps it (every field, candidates as dicts)."""
-    data = dict(event.__dict__)
-    data["candidates"] = [dict(c.__dict__) for c in event.candidates]
-    return data
+token_dict = token_to_dict  # format 2's own spelling (engine.core.chat.fileformat)
 
 
 SAVE_EVERY_S = 1.0  # a growing reply is committed at most this often: a SIGKILL loses about this much
@@ -84,7 +81,7 @@ class LinearChat:
         commit the chat; returns why the library refused, or None."""
         reply = self._reply if self._reply is not None else _version("", tokens=[])
         stats = {name: getattr(done, name) for name in STATS}
-        reply.update(text=done.text, params=asdict(params), finish_reason=done.finish_reason, stats=stats,
+        reply.update(text=done.text, params=params_dict(params), finish_reason=done.finish_reason, stats=stats,
                      model=model_folder)  # thinking None: the template's default
         self._reply = None
         return self.save_now()
@@ -161,9 +158,11 @@ class LinearChat:
 
 
 def _version(text: str, tokens: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A format-2 version: `tokens` None for a user message, a list for a reply."""
-    return {"text": text, "tokens": tokens, "params": None, "finish_reason": None, "branched_at": None,
-            "stats": None, "model": None, "thinking": None}
+    """A format-2 version, spelled by the file format itself (`version_to_dict`): `tokens` None
+    for a user message, a list for a reply (kept as dicts while it grows)."""
+    version = version_to_dict(Version(text))
+    version["tokens"] = tokens
+    return version
 
 
 def first_messages(system: str | None, chat: LinearChat | None, folder: str) -> list[Message]:

@@ -47,7 +47,7 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
         node, parent = stack.pop()
         index = len(nodes)
         nodes.append({"parent": parent, "role": node.role, "active": node.active,
-                      "versions": [_version_to_dict(v) for v in node.versions]})
+                      "versions": [version_to_dict(v) for v in node.versions]})
         for slot in reversed(range(len(node.versions))):
             child = node.versions[slot].child
             if child is not None:
@@ -55,10 +55,12 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
     return {"format": FORMAT, "system_prompt": conversation.system_prompt, "nodes": nodes}
 
 
-def _version_to_dict(v: Version) -> dict[str, Any]:
+def version_to_dict(v: Version) -> dict[str, Any]:
+    """One version as format 2 keeps it: the one spelling of a version, for files, the library
+    and `logitscope run`'s chats alike."""
     return {
         "text": v.text,
-        "tokens": None if v.tokens is None else [_token_to_dict(t) for t in v.tokens],
+        "tokens": None if v.tokens is None else [token_to_dict(t) for t in v.tokens],
         "params": None if v.params is None else params_dict(v.params),
         # A reply still streaming when saved (quit, SIGHUP, SIGTERM) will never stream on.
         "finish_reason": "cancelled" if v.finish_reason is None and v.tokens is not None else v.finish_reason,
@@ -70,7 +72,8 @@ def _version_to_dict(v: Version) -> dict[str, Any]:
     }
 
 
-def _token_to_dict(t: TokenEvent) -> dict[str, Any]:
+def token_to_dict(t: TokenEvent) -> dict[str, Any]:
+    """One token as format 2 keeps it (every field, candidates as dicts)."""
     data = dict(t.__dict__)
     data["candidates"] = [dict(c.__dict__) for c in t.candidates]
     return data

@@ -29,7 +29,7 @@ class BlobError(ValueError):
 
 
 def encode_tokens(tokens: list[dict[str, Any]]) -> bytes:
-    """Pack token dicts (keys as `fileformat._token_to_dict` writes them) into one blob."""
+    """Pack token dicts (keys as `fileformat.token_to_dict` writes them) into one blob."""
     cands = [c for t in tokens for c in t["candidates"]]
     columns: dict[str, array] = {}
     masks: dict[str, bytes] = {}
