@@ -76,7 +76,7 @@ def test_installed_wheel_finds_its_defaults_and_themes(wheel: Path, tmp_path: Pa
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
-    assert seen["module"] == str(site / "engine" / "settings" / "config.py")
+    assert seen["module"] == str(site / "engine" / "core" / "settings" / "config.py")
     assert seen["default_path"] == str(site / "engine" / "config.toml")
     assert seen["themes_dir"] == str(site / "themes")
     assert seen["problems"] == []
