@@ -55,11 +55,22 @@ def test_the_cached_table_equals_the_scan(tmp_path: Path) -> None:
 
 
 def test_a_malformed_cache_file_is_ignored(tmp_path: Path) -> None:
-    import transformers.utils.import_utils as iu
-
-    models = str(Path(iu.__file__).parent.parent / "models")
-    original = getattr(iu.create_import_structure_from_path, "__wrapped__", iu.create_import_structure_from_path)
-    importcache.cached(original, tmp_path)(models)
-    for file in tmp_path.glob("transformers-imports-*.json"):
-        file.write_text(json.dumps({"folders": {"x": 3}, "groups": []}), encoding="utf-8")
-    assert importcache.cached(original, tmp_path)(models) == original(models)
+    """In a fresh interpreter: in the suite's own process an earlier test may have installed the
+    import hook or imported transformers' models already, which made this comparison depend on
+    the order the tests ran in."""
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "import transformers.utils.import_utils as iu\n"
+        "from engine.local import importcache\n"
+        "folder = Path(sys.argv[1])\n"
+        "models = str(Path(iu.__file__).parent.parent / 'models')\n"
+        "original = getattr(iu.create_import_structure_from_path, '__wrapped__', iu.create_import_structure_from_path)\n"
+        "importcache.cached(original, folder)(models)\n"
+        "for file in folder.glob('transformers-imports-*.json'):\n"
+        "    file.write_text(json.dumps({'folders': {'x': 3}, 'groups': []}), encoding='utf-8')\n"
+        "assert importcache.cached(original, folder)(models) == original(models)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
