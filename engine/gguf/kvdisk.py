@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.local.kvdisk import MIN_GAIN, MIN_TOKENS, DiskKVCache, _digest, _read_ids
+from engine.local.kvdisk import MIN_TOKENS, DiskKVCache, _digest
 from engine.local.prompt import common_prefix_len
 
 SUFFIX = ".llamastate"  # engine.local.kvdisk's eviction finds these beside the MLX entries
@@ -44,17 +44,10 @@ class LlamaDiskCache(DiskKVCache):
         """Put the longest stored prefix of `prompt` into the session when it beats what the
         session's cache shares by `MIN_GAIN`; returns the ids the session then shares."""
         have = common_prefix_len(session.tokens, prompt)
-        best, best_len = None, have + MIN_GAIN - 1
-        for ids_file in self._entries():
-            ids = self._ids.get(ids_file.name) if ids_file.name in self._ids else _read_ids(ids_file)
-            self._ids[ids_file.name] = ids
-            shared = common_prefix_len(ids, prompt) if ids is not None else 0
-            if shared > best_len:
-                best, best_len = (ids_file, ids), shared
+        best, best_len = self.best_entry(prompt, have)
         if best is None:
             return have
-        ids_file, found = best
-        ids = found or []  # `best` only ever holds entries whose ids were read
+        ids_file, ids = best
         model = session.model
         cache = model.make_cache()  # llama.cpp reads the state into an empty sequence 0
         if not _load_state(model, _state_file(ids_file), ids):

@@ -60,13 +60,7 @@ class DiskKVCache:
         """Put the longest stored prefix of `prompt` into the session when it beats what the
         session's cache shares by `MIN_GAIN`; returns the ids the session then shares."""
         have = common_prefix_len(session.tokens, prompt)
-        best, best_len = None, have + MIN_GAIN - 1
-        for ids_file in self._entries():
-            ids = self._ids.get(ids_file.name) if ids_file.name in self._ids else _read_ids(ids_file)
-            self._ids[ids_file.name] = ids
-            shared = common_prefix_len(ids, prompt) if ids is not None else 0
-            if shared > best_len and ids is not None:
-                best, best_len = (ids_file, ids), shared
+        best, best_len = self.best_entry(prompt, have)
         if best is None:
             return have
         loaded = self._load(*best)
@@ -80,6 +74,19 @@ class DiskKVCache:
         session.install(cache, list(ids[:best_len]))  # reads it while the user types, not in the next turn
         os.utime(best[0])  # recently used
         return best_len
+
+    def best_entry(self, prompt: Sequence[int], have: int) -> tuple[tuple[Path, list[int]] | None, int]:
+        """The stored entry sharing the longest prefix with `prompt`, when it beats `have` by
+        `MIN_GAIN` ((ids file, its ids), shared length; None otherwise). Each entry's ids are read
+        once and remembered (every turn looks)."""
+        best, best_len = None, have + MIN_GAIN - 1
+        for ids_file in self._entries():
+            ids = self._ids.get(ids_file.name) if ids_file.name in self._ids else _read_ids(ids_file)
+            self._ids[ids_file.name] = ids
+            shared = common_prefix_len(ids, prompt) if ids is not None else 0
+            if shared > best_len and ids is not None:
+                best, best_len = (ids_file, ids), shared
+        return best, best_len
 
     def _load(self, ids_file: Path, ids: list[int]) -> tuple[list[Any], list[int]] | None:
         """The cache file, checked: same key and the same ids in its metadata, plain KV layers
