@@ -14,6 +14,10 @@ Behaviours a caller can rely on, because the real engine has them too:
 - `continue_last=True` continues a partial reply: indices start at ``len(token_ids)``.
 - the prompt is "tokenized" into ids and the longest common prefix with the previous turn is
   reported as reused, so cache statistics look like the real ones.
+
+`hold_after=n` stops each reply after its n-th token until `release()`: a test that must see a
+reply mid-stream catches it there instead of racing a timer (a busy CPU can stall the test's poll
+longer than a whole fast reply takes).
 """
 
 from __future__ import annotations
@@ -133,6 +137,7 @@ class ScriptedEngine:
         has_chat_template: bool = True,
         opens_thinking: bool = False,
         drops_past_thinking: bool = False,
+        hold_after: int | None = None,
     ) -> None:
         self.replies = [[_as_token(t) for t in reply] for reply in replies] or [[_as_token("…")]]
         self.token_delay = token_delay
@@ -156,6 +161,8 @@ class ScriptedEngine:
         self._vocab = _Vocab()
         self._cache: list[int] = []
         self._turn = 0
+        self.hold_after = hold_after
+        self._released = asyncio.Event()
 
     @property
     def model(self) -> ModelInfo | None:
@@ -213,6 +220,11 @@ class ScriptedEngine:
 
     def cancel(self) -> None:
         self._cancel.set()
+        self._released.set()
+
+    def release(self) -> None:
+        """Let a reply held at `hold_after` go on (and every later one run through)."""
+        self._released.set()
 
     async def close(self) -> None:
         self.closed = True
@@ -251,6 +263,8 @@ class ScriptedEngine:
             ids.append(event.id)
             text += event.text
             yield event
+            if n + 1 == self.hold_after:
+                await self._released.wait()
         self._cache = prompt_ids + ids[start:]
         yield self._finished(request, prompt_ids, reused, ids, text, reason, len(ids) - start)
 

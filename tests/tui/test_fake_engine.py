@@ -82,3 +82,18 @@ async def test_load_error_and_close() -> None:
     with pytest.raises(EngineError):
         await turn(engine, _ask())
     await asyncio.sleep(0)
+
+
+async def test_a_reply_held_after_its_first_token_waits_for_release() -> None:
+    engine = ScriptedEngine([["a", "b", "c"]], hold_after=1)
+    await engine.load("demo")
+    stream = engine.generate(_ask())
+    first = await stream.__anext__()
+    assert isinstance(first, TokenEvent) and first.text == "a"
+    later = asyncio.ensure_future(stream.__anext__())
+    await asyncio.sleep(0.05)
+    assert not later.done()  # held
+    engine.release()
+    assert (await later).text == "b"
+    rest = [event async for event in stream]
+    assert rest[-1].text == "abc" and rest[-1].finish_reason == "stop"

@@ -92,7 +92,8 @@ async def test_the_cursor_reaches_replies_not_yet_mounted(make_app: Any, tmp_pat
         assert transcript.view_of(first_reply) is None  # far above the mounted messages
         transcript.select_token(first_reply, 1)
         await wait_until(pilot, lambda: transcript.cursor == (first_reply, 1))
-        assert transcript.view_of(first_reply) is not None and _views(app) == 399  # from it down
+        # mounted from it down (and the first question too once the view sits at the top)
+        assert transcript.view_of(first_reply) is not None and _views(app) >= 399
         transcript.focus()
         await pilot.press("down")  # the next reply, by its node
         await wait_until(pilot, lambda: transcript.cursor is not None

@@ -38,8 +38,16 @@ async def wait_until(pilot: Any, check: Any, timeout: float = 10.0) -> None:
 
 
 async def start_reply(app: Any, pilot: Any, text: str = "hi") -> None:
-    """Send `text` and return once the reply is streaming (its first token is in)."""
+    """Send `text` and return once the reply is streaming (its first token is in).
+
+    A scripted reply is held after its first token until this has seen it, then let go: on a
+    busy CPU a whole fast reply can end between two polls, and "streaming" would never be seen.
+    """
     await wait_idle(app, pilot)
+    engine = app.engine
+    holds = isinstance(engine, ScriptedEngine) and engine.hold_after is None
+    if holds:
+        engine.hold_after = 1
     await pilot.press(*text, "enter")
 
     def streaming() -> bool:
@@ -47,6 +55,8 @@ async def start_reply(app: Any, pilot: Any, text: str = "hi") -> None:
         return app.controller.busy and bool(node) and bool(node[-1].version.tokens)
 
     await wait_until(pilot, streaming)
+    if holds:
+        engine.release()
 
 
 async def send(app: Any, pilot: Any, text: str) -> None:
