@@ -8,6 +8,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +22,6 @@ import pytest
 from engine.core.api import Candidate, SamplingParams, TokenEvent
 from engine.core.library import Library, LibraryError, schema
 from engine.core.library.blobs import BlobError, decode_tokens, encode_tokens
-from engine.core.library.legacy import import_legacy
 from engine.core.chat.conversation import Conversation, Node, TurnStats, Version
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 
@@ -221,7 +221,13 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
     assert len(lib.entries()) == 50 and lib.integrity() == "ok"
 
 
-def test_the_old_files_are_imported_once(tmp_path: Path) -> None:
+def test_the_chat_files_are_imported_once_and_moved_to_a_backup_folder(tmp_path: Path) -> None:
+    """last-conversation.json and conversations/*.json (older versions' files, the app's rescue
+    files) go into the library, newest listed first; each file then moves to the backup folder,
+    unchanged, a broken one too (named in one line); importing again adds nothing, even a file
+    put back (a start that died before moving it: its chat is found in the library)."""
+    from engine.core.library import import_files
+
     state = tmp_path / "state"
     (state / "conversations").mkdir(parents=True)
     (state / "last-conversation.json").write_text(json.dumps(_doc("latest question", "x")))
@@ -229,12 +235,38 @@ def test_the_old_files_are_imported_once(tmp_path: Path) -> None:
     (state / "conversations" / "broken.json").write_text("{nope")
     os.utime(state / "conversations" / "conversation-1.json", (1000, 1000))
     lib = Library(tmp_path / "lib.db")
-    normalize = lambda data: conversation_to_dict(conversation_from_dict(data))
-    count, skipped = import_legacy(lib, state, normalize)
-    assert count == 2 and len(skipped) == 1 and skipped[0].startswith("broken.json: ")
+    report = import_files(lib, state)
+    assert (report.imported, report.already, report.unmoved) == (2, 0, [])
+    assert len(report.skipped) == 1 and report.skipped[0].startswith("broken.json: ")
     assert [e.title for e in lib.entries()] == ["latest question", "kept question"]
-    assert import_legacy(lib, state, normalize) == (0, [])
-    assert (state / "last-conversation.json").exists()  # left alone
+    backup = state / "imported-into-library"
+    assert report.backup is not None and backup in (report.backup, report.backup.parent)
+    assert not (state / "last-conversation.json").exists() and not any((state / "conversations").iterdir())
+    assert (backup / "conversations" / "broken.json").read_text() == "{nope"
+    assert json.loads((backup / "last-conversation.json").read_text()) == _doc("latest question", "x")
+    again = import_files(lib, state)
+    assert (again.imported, again.already, again.skipped) == (0, 0, [])
+    shutil.copy2(backup / "last-conversation.json", state / "last-conversation.json")  # put back by hand
+    third = import_files(lib, state)
+    assert (third.imported, third.already) == (0, 1) and len(lib.entries()) == 2
+    assert (backup / "last-conversation-1.json").is_file()  # the backup never overwrites
+
+
+def test_a_chat_file_is_imported_only_into_a_library_that_takes_it(tmp_path: Path) -> None:
+    """A library that cannot be written (locked) leaves every file where it was, for the next start."""
+    from engine.core.library import import_files
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "last-conversation.json").write_text(json.dumps(_doc("latest question", "x")))
+    lib = Library(tmp_path / "lib.db", timeout=0.1)
+    holder = sqlite3.connect(tmp_path / "lib.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    with pytest.raises(LibraryError, match="locked"):
+        import_files(lib, state)
+    holder.execute("ROLLBACK")
+    assert (state / "last-conversation.json").is_file()
+    assert import_files(lib, state).imported == 1
 
 
 def test_the_library_lives_in_the_xdg_data_folder(tmp_path: Path) -> None:

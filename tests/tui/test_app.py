@@ -61,7 +61,7 @@ async def test_fast_long_stream_is_coalesced(make_app: Any) -> None:
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await wait_idle(app, pilot)
         params = app.controller.params.with_changes(max_tokens=6000)
-        app.chat_screen.set_params(params)
+        app.chat_screen.param_actions.set_params(params)
         loop = asyncio.get_running_loop()
         started = loop.time()
         await send(app, pilot, "go")
@@ -302,9 +302,9 @@ async def test_presets_cycle(make_app: Any) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
         await pilot.press("f5")
-        assert app.chat_screen.preset == "precise" and app.controller.params.temperature == 0.0
+        assert app.chat_screen.param_actions.preset == "precise" and app.controller.params.temperature == 0.0
         await pilot.press("f5")
-        assert app.chat_screen.preset == "balanced" and app.controller.params.top_p == 0.95
+        assert app.chat_screen.param_actions.preset == "balanced" and app.controller.params.top_p == 0.95
 
 
 async def test_heatmap_toggle_shows_tokens(make_app: Any) -> None:

@@ -24,7 +24,7 @@ async def test_the_app_says_the_engine_stopped_and_keeps_the_chat(chatml_model: 
                         config_dir=tmp_path / "cfg", save_dir=tmp_path / "state")
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot, timeout=60)
-        app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=4, temperature=0.0))
+        app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=4, temperature=0.0))
         await send(app, pilot, "hello")
         monkeypatch.setattr(EngineWorker, "_generate", _dies)
         await send(app, pilot, "more")

@@ -84,7 +84,7 @@ async def test_pick_a_gguf_file_then_the_demo_again(gguf_folder: Path, tmp_path:
         async with app.run_test(size=SIZE) as pilot:
             await wait_idle(app, pilot, timeout=60)
             assert engine.model is not None and engine.model.name == "demo"
-            app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=4, temperature=0.0))
+            app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=4, temperature=0.0))
             await send(app, pilot, "hi")
             rows = await _pick(app, pilot, str(gguf_folder), "tiny-chat.gguf")
             assert "folder · GGUF F32 · " in rows[0]  # the quantization from the header, the size

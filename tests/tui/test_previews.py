@@ -68,7 +68,7 @@ async def test_choosing_a_previewed_candidate_continues_from_its_preview(make_ap
         await wait_until(pilot, lambda: all_done(app))
         node = app.controller.conversation.path()[-1]
         hi = node.version.tokens[0].candidates[1]
-        previewed = app.screen.previews.complete(app.screen._preview_shown, hi.id)
+        previewed = app.screen.previews.complete(app.screen.preview_actions.shown, hi.id)
         await pilot.press("2")  # branch on "Hi"
         await wait_idle(app, pilot)
         sent = engine.requests[-1].messages[-1].token_ids
@@ -194,7 +194,7 @@ async def test_new_parameters_ask_the_previews_again(make_app: Any) -> None:
         await pilot.press("escape", "right", "home")
         await wait_until(pilot, lambda: all_done(app))
         before = engine.preview_requests[-1]
-        app.screen.set_params(app.controller.params.with_changes(temperature=1.3))
+        app.screen.param_actions.set_params(app.controller.params.with_changes(temperature=1.3))
         await wait_until(pilot, lambda: engine.preview_requests[-1] is not before and all_done(app))
         again = engine.preview_requests[-1]
         assert again.params.temperature == 1.3 and before.params.temperature != 1.3

@@ -1,12 +1,13 @@
 """Quitting never waits on a stuck engine and never loses the chat: Ctrl+Q leaves within ~2 s
-(saving first), a reply cut by quitting is saved as cancelled, a save that fails says so in one
-line, SIGTERM saves and restores the terminal, a FIFO at the config path never hangs start-up."""
+(committing the chat to the library first), a reply cut by quitting is saved as cancelled, a
+library that cannot take the chat sends it to a rescue file (taken in at the next start), a chat
+nothing can take is asked about or said in one line, SIGTERM saves and restores the terminal, a
+FIFO at the config path never hangs start-up."""
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import shutil
 import sys
@@ -21,7 +22,7 @@ from engine.core.api import EngineEvent, GenerateRequest
 from engine.core.chat import store
 from engine.scripted import ScriptedEngine
 from tui.main import after_exit
-from tui_helpers import SIZE, send, start_reply
+from tui_helpers import SIZE, send, start_reply, stored_documents, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +54,7 @@ async def test_ctrl_q_leaves_within_seconds_when_the_engine_is_stuck(make_app: A
         assert time.monotonic() - started < 4
         await pilot.pause()
     assert app.engine_stuck
-    saved = json.loads((tmp_path / "state" / "last-conversation.json").read_text())
+    [saved] = stored_documents(app.library.path)
     reply = saved["nodes"][1]["versions"][0]
     assert reply["finish_reason"] == "cancelled" and reply["tokens"]  # not null: "streaming..." forever
 
@@ -64,14 +65,16 @@ async def test_a_reply_cut_by_quitting_is_saved_as_cancelled(make_app: Any, tmp_
         await start_reply(app, pilot, "tell me")
         await pilot.press("ctrl+q")
         await pilot.pause()
-    saved = json.loads((tmp_path / "state" / "last-conversation.json").read_text())
+    [saved] = stored_documents(app.library.path)
     assert saved["nodes"][1]["versions"][0]["finish_reason"] == "cancelled"
     assert not app.engine_stuck
 
 
-async def test_a_save_that_fails_at_quit_is_one_line_on_exit(make_app: Any, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+async def test_a_chat_nothing_can_take_at_exit_is_one_line(make_app: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGTERM (no one to ask) while neither the library nor a rescue file can take the chat (a
+    full disk): one line on exit, no temporary file left."""
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -79,12 +82,39 @@ async def test_a_save_that_fails_at_quit_is_one_line_on_exit(make_app: Any, tmp_
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(app, pilot, "tell me")
         monkeypatch.setattr(store, "write_text", full)
+        monkeypatch.setattr(app.library, "kept", lambda: False)
+        app.terminate()
+        await pilot.pause()
+    assert after_exit(app) == 128 + 15
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "could not be saved" in err and "No space left on device" in err
+    rescue = tmp_path / "state" / "conversations"
+    assert not rescue.exists() or not any(p.name.endswith(".tmp") for p in rescue.iterdir())
+
+
+async def test_a_chat_the_library_cannot_take_goes_to_a_rescue_file_and_into_the_library_next_start(
+        make_app: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The library fails at quit (locked, damaged): the chat is written to a file of its own,
+    the exit line names it, and the next start takes it into the library (then Ctrl+L has it)."""
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "rescue me")
+        monkeypatch.setattr(app.library, "kept", lambda: False)
         await pilot.press("ctrl+q")
         await pilot.pause()
     assert after_exit(app) == 0
+    [rescued] = (tmp_path / "state" / "conversations").iterdir()
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "could not be saved" in err and "No space left on device" in err
-    assert not any(p.name.endswith(".tmp") for p in (tmp_path / "state").iterdir())
+    assert err.count("\n") == 1 and str(rescued) in err
+    monkeypatch.undo()
+    again = make_app(ScriptedEngine())
+    async with again.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: any("Took 1 chat" in n.message for n in again._notifications))
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: len(again.controller.conversation.path()) == 2)
+        assert again.controller.conversation.path()[0].version.text == "rescue me"
+    assert not any((tmp_path / "state" / "conversations").iterdir())  # moved to the backup folder
+    assert (tmp_path / "state" / "imported-into-library" / "conversations" / rescued.name).is_file()
 
 
 def test_a_fifo_at_the_config_path_never_hangs_start_up(tmp_path: Path) -> None:
@@ -116,7 +146,9 @@ def test_sigterm_mid_reply_saves_restores_the_terminal_and_exits(tmp_path: Path)
         screen = tmux.wait_for(lambda s: "EXITED" in s, timeout=15)
         assert "Traceback" not in screen and "scripted-demo" not in screen  # the normal screen is back
         assert marker.read_text().strip() == "143"
-        saved = json.loads((tmp_path / "state" / "logitscope" / "last-conversation.json").read_text())
+        from engine.core.settings.paths import data_dir
+
+        [saved] = stored_documents(data_dir() / "library.sqlite3")
         assert saved["nodes"][0]["versions"][0]["text"] == "tell me"
         assert saved["nodes"][1]["versions"][0]["finish_reason"] == "cancelled"
     finally:
@@ -125,7 +157,7 @@ def test_sigterm_mid_reply_saves_restores_the_terminal_and_exits(tmp_path: Path)
 
 async def test_quitting_asks_first_when_no_save_can_take_the_chat(make_app: Any, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A full disk: the library cannot commit the chat and the resume file cannot be written. Ctrl+Q
+    """A full disk: the library cannot commit the chat and a rescue file cannot be written. Ctrl+Q
     used to leave at once with one line, the chat gone; now it asks (save elsewhere, discard, or
     stay: free some space and quit again), as replacing the chat does."""
     from tui.app.screens.replace_chat import ReplaceChatDialog
@@ -148,7 +180,7 @@ async def test_quitting_asks_first_when_no_save_can_take_the_chat(make_app: Any,
         await pilot.press("ctrl+q")  # now it saves and leaves without a question
         await pilot.pause()
     assert after_exit(app) == 0
-    saved = json.loads((tmp_path / "state" / "last-conversation.json").read_text())
+    [saved] = stored_documents(app.library.path)
     assert saved["nodes"][0]["versions"][0]["text"] == "keep me"
 
 

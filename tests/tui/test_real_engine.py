@@ -23,7 +23,7 @@ async def test_chat_inspect_branch_and_quit_on_a_tiny_model(chatml_model: Path, 
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot, timeout=60)
         assert engine.model is not None, [n.message for n in app._notifications]
-        app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=12, temperature=0.0))
+        app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=12, temperature=0.0))
         await send(app, pilot, "hello")
         node = app.controller.conversation.path()[-1]
         first = node.version

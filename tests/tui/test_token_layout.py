@@ -134,7 +134,7 @@ async def test_streamed_chunk_draws_what_textual_would(make_app: Any) -> None:
     flush by flush equals Textual's render of the same Text."""
     app = make_app(ScriptedEngine([_one_line_reply(1200)], token_delay=1e-6))
     async with app.run_test(size=SIZE) as pilot:
-        app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=1300))
+        app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=1300))
         await send(app, pilot, "go")
         await pilot.press("f3", "escape", "left", "left")  # heatmap on, first key selects the last token, then one left: 1198
         await pilot.pause()
@@ -162,7 +162,7 @@ async def test_stream_flush_renders_only_new_lines(make_app: Any, monkeypatch: p
     seen: list[Any] = []
     app = make_app(ScriptedEngine([_one_line_reply(3000)], token_delay=1e-6))  # one token per loop turn
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
-        app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=3100))
+        app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=3100))
         await send(app, pilot, "go")
         flushes = sum(isinstance(m, msg.ReplyGrew) for m in seen)
         lines = app.screen.query_one(AssistantView)._chunks[0]._layout.height
@@ -174,7 +174,7 @@ async def test_cursor_deep_in_a_tall_chunk_is_scrolled_into_view(make_app: Any) 
     """A chunk taller than the screen: the transcript scrolls to the cursor's line, not the chunk's top."""
     app = make_app(ScriptedEngine([_one_line_reply(3000)]))
     async with app.run_test(size=SIZE) as pilot:
-        app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=3100))
+        app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=3100))
         await send(app, pilot, "go")
         transcript = app.screen.query_one(Transcript)
         node = app.controller.conversation.path()[-1]

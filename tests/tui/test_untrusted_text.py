@@ -167,7 +167,7 @@ async def test_a_value_dialog_problem_is_literal(make_app: Any) -> None:
     app = make_app()
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await wait_idle(app, pilot)
-        app.chat_screen.edit_param("temperature")
+        app.chat_screen.param_actions.edit("temperature")
         await pilot.pause()
         app.screen.query_one(Input).value = "[/][bold]x[/]"
         await pilot.press("enter")
@@ -180,7 +180,7 @@ async def test_a_preset_name_is_literal(make_app: Any) -> None:
     app = make_app(config_text='[presets."[b]p[/]\\u001b[2J"]\ntemperature = 0.5\n')
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await wait_idle(app, pilot)
-        app.chat_screen.apply_preset("[b]p[/]\x1b[2J")
+        app.chat_screen.param_actions.apply_preset("[b]p[/]\x1b[2J")
         await pilot.pause()
         assert app.is_running
         text = screen_text(app)
@@ -265,7 +265,7 @@ async def test_a_real_model_with_a_crafted_tokenizer(chatml_model: Path, tmp_pat
                         config_dir=tmp_path / "cfg", save_dir=tmp_path / "state")
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot, timeout=60)
-        app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=24, temperature=0.0))
+        app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=24, temperature=0.0))
         await send(app, pilot, "hello there")
         reply = app.controller.conversation.path()[-1].version
         assert "\x1b" in reply.reply_text()  # the crafted tokenizer does put escapes in the reply

@@ -88,9 +88,33 @@ async def palette_run(pilot: Any, query: str) -> None:
 
 
 async def chat_and_quit(make_app: Any) -> None:
-    """One exchange with a scripted engine, then quit: the app saves it for "resume"."""
+    """One exchange with a scripted engine, then quit: the chat is in the library for "resume"."""
     app = make_app(ScriptedEngine())
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         await pilot.press("ctrl+q")
         await pilot.pause()
+
+
+def store_chat(path: Any, conversation: Any) -> str:
+    """Put `conversation` into the library at `path` (the one store of chats), as the app would
+    have kept it; returns its id. The newest stored chat is what "resume" (Ctrl+L) opens."""
+    from engine.core.chat.fileformat import conversation_to_dict
+    from engine.core.library import Library
+
+    library = Library(path)
+    try:
+        return library.save(conversation_to_dict(conversation))
+    finally:
+        library.close()
+
+
+def stored_documents(path: Any) -> list[dict[str, Any]]:
+    """Every chat in the library at `path`, newest first, as its format-2 document."""
+    from engine.core.library import Library
+
+    library = Library(path)
+    try:
+        return [library.load(entry.id).document for entry in library.entries()]
+    finally:
+        library.close()

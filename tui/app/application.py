@@ -2,8 +2,9 @@
 
 Set-up order on mount: themes (built-in + user), the configured theme, the keymap from [keys],
 every config problem as a notification, the chat screen, then the model loads in a worker while
-the UI is already usable. Quitting closes the engine (its thread stopped and joined) and saves
-the conversation, also when the terminal goes away mid-reply.
+the UI is already usable. Quitting commits the conversation to the library (a rescue file when the
+library cannot take it) and closes the engine (its thread stopped and joined), also when the
+terminal goes away mid-reply.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from tui.app.controller import ChatController, Post
 from tui.app.keymap import build_keymap
 from tui.app.library_sync import LibrarySync
 from engine.core.chat.draft import draft_path, save_draft
-from engine.core.chat.store import last_conversation_path, save_conversation
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.screens.chat import ChatScreen
 from tui.app.screens.help import HelpScreen
@@ -87,8 +87,7 @@ class LogitscopeApp(App[None]):
                                    streaming=lambda: self.controller.busy)
         self._controller: ChatController | None = None  # made with the chat screen, whose messages it posts
         self.library_actions = LibraryActions(self)
-        self.chat_screen = ChatScreen(self._make_controller, settings, last_conversation_path(self.save_dir),
-                                      draft_path(self.save_dir))
+        self.chat_screen = ChatScreen(self._make_controller, settings, self.library, draft_path(self.save_dir))
         self._engine_closed = False
         self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
         self.exit_note: str | None = None  # one line for the terminal once the screen is gone
@@ -143,6 +142,7 @@ class LogitscopeApp(App[None]):
         self.set_keymap(self.keymap)
         self._show_config_problems(problems + key_problems)
         self.push_screen(self.chat_screen)
+        self.library.start()  # in a thread: chat files left in the state folder go into the library
         self._watch_hangup()
         # After the first paint: the engine thread's MLX import competes for the GIL, and the
         # screen should be up (and typing possible) before the model is.
@@ -215,23 +215,17 @@ class LogitscopeApp(App[None]):
         run. A plain signal handler still runs in the main thread: stop the engine's turn, save
         the conversation, and leave at once (the OS frees the model and its thread)."""
         self.engine.cancel()
-        self._save_conversation()
+        self._keep_chat()
         self._save_draft()
         os._exit(0)
 
     async def action_quit(self) -> None:
-        """Quit at once, mid-stream included; but a chat that neither the library nor the resume
+        """Quit at once, mid-stream included; but a chat that neither the library nor a rescue
         file can take (a full disk) is asked about first, as replacing it is: leaving would lose it."""
-        if self._chat_would_be_lost():
-            self.chat_screen.ask_to_keep("Quit", lambda: asyncio.get_running_loop().create_task(self._quit(0)))
+        if not self._keep_chat():
+            self.chat_screen.conversation_actions.ask_to_keep("Quit", lambda: asyncio.get_running_loop().create_task(self._quit(0)))
             return
         await self._quit(0)
-
-    def _chat_would_be_lost(self) -> bool:
-        """Try both keepers now: whether the chat is in neither (the library's reason is shown)."""
-        if self.controller.conversation.root is None or self.library.kept():
-            return False
-        return not self._save_conversation()
 
     async def _quit(self, code: int) -> None:
         await self.shutdown()
@@ -244,9 +238,8 @@ class LogitscopeApp(App[None]):
         if self._engine_closed:
             return
         self._engine_closed = True
-        self._save_conversation()  # first: whatever the engine does now, the chat is on disk
+        self._keep_chat()  # first: whatever the engine does now, the chat is on disk
         self._save_draft()
-        self.library.save_now()
         try:
             await asyncio.wait_for(self.controller.close(), QUIT_WAIT_S)
         except asyncio.TimeoutError:
@@ -262,20 +255,22 @@ class LogitscopeApp(App[None]):
         except OSError as exc:
             self.exit_note = f"logitscope: the unsent message could not be kept: {exc.strerror or exc}"
 
-    def _save_conversation(self) -> bool:
-        """Write the chat for "resume"; whether it is written (or empty). A failure (a full disk)
-        is one line, shown on exit unless a later try succeeds."""
+    def _keep_chat(self) -> bool:
+        """Commit the live chat to the library now, else write it to a rescue file (the next
+        start imports it); whether it is kept (or empty). Where it went when the library could
+        not take it, or why it is nowhere, is one line shown on exit."""
         conversation = self.controller.conversation
-        if conversation.root is None:
+        if self.library.kept():
+            self.exit_note = None
             return True
-        path = last_conversation_path(self.save_dir)
         try:
-            save_conversation(conversation, path)
+            path = self.library.rescue(conversation)
         except OSError as exc:
-            self.exit_note = f"logitscope: the conversation could not be saved to {path}: {exc.strerror or exc}"
+            self.exit_note = f"logitscope: the conversation could not be saved (the library failed, then {exc.strerror or exc})"
             self.log.warning(self.exit_note)
             return False
-        self.exit_note = None
+        self.exit_note = (f"logitscope: the library could not take the conversation: it is saved to {path} "
+                          "(taken into the library at the next start)")
         return True
 
     async def on_unmount(self) -> None:
@@ -302,8 +297,8 @@ class LogitscopeApp(App[None]):
 
     def on_key(self, event: events.Key) -> None:
         """Before the app's bindings: a key typed as text outside the input goes into it
-        (`ChatScreen.typed_key`, #30.1)."""
-        if self.screen is self.chat_screen and self.chat_screen.typed_key(event):
+        (`FocusFollowsIntent.typed_key`, #30.1)."""
+        if self.screen is self.chat_screen and self.chat_screen.focus_rules.typed_key(event):
             event.prevent_default()  # no binding acts on it
 
     def action_help_quit(self) -> None:

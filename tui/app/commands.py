@@ -50,15 +50,15 @@ class LogitscopeCommands(Provider):
         out.append(("Past thinking: exact cache / as the template renders it", chat.action_toggle_past_thinking,
                     "Earlier replies' <think> blocks: kept as the exact ids in the cache (reused), or as the chat "
                     "template renders them (dropped where it drops them: less context, the last reply re-read)"))
-        out.append(("Previews on/off", chat.action_toggle_previews,
+        out.append(("Previews on/off", chat.preview_actions.toggle,
                     "Turn the what-if previews under the candidates off, or on again"))
         for name, label in ALL_PARAMS:
-            out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
+            out.append((f"Set {label}…", partial(chat.param_actions.edit, name), f"Type an exact {label}"))
         for order in ORDERS:
-            out.append((f"Sampler order: {order}", partial(chat.set_order, order),
+            out.append((f"Sampler order: {order}", partial(chat.param_actions.set_order, order),
                         f"Run the chain in {order}'s order: {' → '.join(ORDERS[order])}"))
         for preset in chat.config.presets:
-            out.append((f"Preset: {printable(preset)}", partial(chat.apply_preset, preset), "Apply this preset"))
+            out.append((f"Preset: {printable(preset)}", partial(chat.param_actions.apply_preset, preset), "Apply this preset"))
         for theme in sorted(app.available_themes):
             out.append((f"Theme: {printable(theme)}", partial(setattr, app, "theme", theme), "Switch theme"))
         return out

@@ -8,7 +8,6 @@ any widget (the transcript's y / Y) and the palette lists them.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,9 +16,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from engine.core.chat.code_blocks import code_block_text
-from engine.core.chat.conversation import Conversation
-from engine.core.chat.fileformat import conversation_from_dict
-from engine.core.library import Library, LibraryError
+from engine.core.library import LibraryError
 from engine.core.settings import data_dir
 from engine.core.chat.export import (
     conversation_json,
@@ -77,25 +74,9 @@ class LibraryActions:
             self.app.run_worker(self.reopen(chat_id), group="library-open", exclusive=True)
 
     async def reopen(self, chat_id: str) -> None:
-        """Make the stored chat the live one (the live one is in the library already), exactly as
-        it was: branches, tokens and candidates, parameters; later changes are saved to its row."""
-        app = self.app
-        try:
-            title, conversation = await asyncio.to_thread(read_chat, app.library.path, chat_id)
-        except (LibraryError, ValueError) as exc:
-            app.notify(f"Could not open the chat: {str(exc).splitlines()[0]}", severity="error", timeout=15)
-            return
-        refused = app.controller.resume(conversation)
-        if refused is not None:
-            app.notify(refused, severity="warning", timeout=15)
-            return
-        app.library.adopt(conversation, chat_id)
-        app.chat_screen._show_new_conversation()
-        model = app.controller.model_folder
-        foreign = any(v.tokens is not None and not v.ids_fit(model) for n in conversation.iter_nodes()
-                      for v in n.versions)
-        note = " Its replies came from another model: they continue as text." if foreign else ""
-        app.notify(f"Opened “{title}” ({len(conversation.path())} messages).{note}")
+        """The chosen chat becomes the live one, as the chat screen opens a stored chat (the live
+        one kept first)."""
+        await self.app.chat_screen.conversation_actions.open_stored(chat_id)
 
     def _cursor(self) -> Any:
         return self.app.chat_screen.query_one(Transcript).cursor
@@ -144,16 +125,6 @@ class LibraryActions:
             app.notify(f"Could not export the chat: {exc}", severity="error", timeout=15)
             return
         app.notify(f"Exported the chat to {path}")
-
-
-def read_chat(path: Path, chat_id: str) -> tuple[str, Conversation]:
-    """In a thread: the stored chat, checked whole by the app's reader (ValueError if bad)."""
-    library = Library(path, timeout=1.0)
-    try:
-        stored = library.load(chat_id)
-    finally:
-        library.close()
-    return stored.entry.title, conversation_from_dict(stored.document)
 
 
 def export_path(folder: Path, chat_id: str | None, fmt: str) -> Path:

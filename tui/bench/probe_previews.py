@@ -80,5 +80,5 @@ async def _computing(screen: Any) -> None:
     task = previews._task
     if task is None or task.done():
         previews.drop()
-        previews.rest_on(screen._preview_shown)
+        previews.rest_on(screen.preview_actions.shown)
         await _until(lambda: previews._task is not None, timeout=30)

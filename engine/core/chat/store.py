@@ -1,5 +1,10 @@
-"""Writing a conversation to disk, atomically, so a crash or a closed terminal loses nothing;
-reading one back only from a regular file, checked whole (`engine.core.chat.fileformat`)."""
+"""A conversation as a file of its own: written atomically, read back only from a regular file,
+checked whole (`engine.core.chat.fileformat`).
+
+The library (`engine.core.library`) is where chats are kept; files are for `logitscope
+export`/`import`, and for the rescue: when the library cannot take a chat (locked, read-only,
+damaged, a full disk) the app writes it to `RESCUE_FOLDER` in its state folder instead of losing
+it, and the next start takes every file there into the library (`engine.core.library.legacy`)."""
 
 from __future__ import annotations
 
@@ -15,13 +20,8 @@ from engine.core.chat.conversation import Conversation
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
 from engine.core.regular import NotRegularFile, open_regular
 
-LAST_CONVERSATION = "last-conversation.json"  # written on quit, reopened by "Resume last conversation"
-KEPT_FOLDER = "conversations"  # chats the user chose to keep before replacing them
+RESCUE_FOLDER = "conversations"  # chats the library could not take; imported into it at the next start
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a saved chat is megabytes; anything far bigger is not one
-
-
-def last_conversation_path(save_dir: Path) -> Path:
-    return save_dir / LAST_CONVERSATION
 
 
 def save_conversation(conversation: Conversation, path: Path) -> None:
@@ -75,10 +75,10 @@ def load_conversation(path: Path) -> Conversation:
         raise ValueError(f"not a saved conversation: {exc}") from None
 
 
-
 def save_copy(conversation: Conversation, folder: Path) -> Path:
     """Keep `conversation` in a file of its own in `folder` (a new name each time, never
-    overwriting); returns the path. OSError if it cannot be written."""
+    overwriting); returns the path. OSError if it cannot be written. The app's rescue when the
+    library fails (`RESCUE_FOLDER`)."""
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for n in range(1000):

@@ -130,6 +130,22 @@ class Library:
                          [(new_id, i, b) for i, b in enumerate(blobs)])
         return new_id
 
+    def import_document(self, document: dict[str, Any], *, created: float | None = None) -> tuple[str, bool]:
+        """Store `document` unless a chat with exactly this document is stored already (deleted
+        or not); returns (its id, whether it is new). One write transaction, so importing the
+        same file twice (a start that died before the file was moved away) adds nothing."""
+        summary = summarize(document)
+        with self._write("import") as conn:
+            same = conn.execute("SELECT id FROM conversations WHERE text = ? AND messages = ?",
+                                (summary.text, summary.messages)).fetchall()
+            for (conversation_id,) in same:
+                try:
+                    if self._document(conn, conversation_id) == document:
+                        return str(conversation_id), False
+                except ValueError:
+                    continue  # a damaged row is not this file
+            return self._store(conn, document, None, None, created, self._clock()), True
+
     def save_if(self, document: dict[str, Any], conversation_id: str, revision: float | None, *,
                 model_spec: str | None = None) -> float:
         """`save` over the chat `conversation_id` only if no one changed it since `revision` (its
@@ -224,16 +240,22 @@ class Library:
         """A chat, deleted or not, with its whole document; `LibraryError` if there is none."""
         conversation_id = self.resolve(reference)
         with self._read("open") as conn:
-            row = conn.execute(f"SELECT {LIST_COLUMNS}, document FROM conversations WHERE id = ?",
+            row = conn.execute(f"SELECT {LIST_COLUMNS} FROM conversations WHERE id = ?",
                                (conversation_id,)).fetchone()
-            blobs = [b for (b,) in conn.execute("SELECT data FROM token_blobs WHERE conversation_id = ? "
-                                                "ORDER BY position", (conversation_id,))]
-        if row is None:
-            raise LibraryError(f"no chat {reference!r} in the library")
-        try:
-            return Stored(_entry(row[:-1]), checked_document(row[-1], blobs))
-        except ValueError as exc:
-            raise LibraryError(f"chat {conversation_id} in {self.path} is damaged: {exc}") from None
+            if row is None:
+                raise LibraryError(f"no chat {reference!r} in the library")
+            try:
+                return Stored(_entry(row), self._document(conn, conversation_id))
+            except ValueError as exc:
+                raise LibraryError(f"chat {conversation_id} in {self.path} is damaged: {exc}") from None
+
+    @staticmethod
+    def _document(conn: sqlite3.Connection, conversation_id: str) -> dict[str, Any]:
+        """A stored chat's whole document, checked (ValueError if damaged)."""
+        (text,) = conn.execute("SELECT document FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        blobs = [b for (b,) in conn.execute("SELECT data FROM token_blobs WHERE conversation_id = ? "
+                                            "ORDER BY position", (conversation_id,))]
+        return checked_document(text, blobs)
 
     def integrity(self) -> str:
         """`PRAGMA integrity_check`'s first line: "ok" for a sound database."""

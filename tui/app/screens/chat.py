@@ -1,7 +1,9 @@
 """The main screen: routes user intent to the controller and engine news to the widgets.
 
 It is the only place that knows both the controller and the widgets; widgets stay dumb
-(attributes down, messages up) and the controller never touches a widget.
+(attributes down, messages up) and the controller never touches a widget. The rest is done by
+helpers it owns, each typed by a Protocol of what it needs of the screen: `conversation_actions`,
+`param_actions`, `preview_actions`, `chat_search`, `focus_rules` (the `chat_*` modules).
 """
 
 from __future__ import annotations
@@ -13,25 +15,23 @@ from typing import Callable
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 
-from engine.core.api import ParamError, SamplingParams
 from engine.models import DEMO_SPEC
-from engine.core.settings import Config, printable
+from engine.core.settings import Config
 from tui.app import messages as msg
 from engine.core.chat.draft import load_draft
 from tui.app.bindings import bindings_for
+from tui.app.library_sync import LibrarySync
 from tui.app.safe_text import pasted
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
-from engine.core.param_steps import (
-    ALL_PARAMS, LABELS, apply_preset, bias_step, format_param, parse_param, step_param, typed_value,
-)
-from tui.app.previews import Previews
+from tui.app.previews import Previews, PreviewsChanged
 from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
+from tui.app.screens.chat_params import ParamActions
 from tui.app.screens.chat_previews import PreviewActions
 from tui.app.screens.chat_search import SearchActions
-from tui.app.screens.dialogs import TextDialog, ValueDialog
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
 from tui.app.widgets.candidates import CandidatesPanel
 from tui.app.widgets.chat_input import ChatInput
@@ -48,38 +48,31 @@ PANEL_HZ = 8.0  # redraws a second of the candidates panel while it follows a st
 HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 steps through
 
 
-_HINTS = {
-    "seed": "empty or 'random' = a fresh seed each turn",
-    "logit_bias": "ID=BIAS, ID=BIAS (-100 to 100; 'ban' = -100); empty: no biases",
-    "dry_sequence_breakers": "comma-separated; \\n = line break, \\, = comma; 'none': no breakers",
-    "samplers": "llama.cpp, mlx-lm, logitscope, or stage names joined by ';'",
-    "mirostat": "0 = off, 2 = mirostat v2",
-}
-
-
-class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions):
+class ChatScreen(Screen[None]):
     """Transcript and input on the left, candidates and parameters on the right."""
 
     DEFAULT_CSS = LAYOUT_CSS
     BINDINGS = bindings_for("screen")
 
     def __init__(self, make_controller: Callable[[Post], ChatController], config: Config,
-                 saved_conversation: Path | None = None, draft_file: Path | None = None) -> None:
-        """`saved_conversation`: the file the app writes on quit, which "resume" reopens;
+                 library: LibrarySync, draft_file: Path | None = None) -> None:
+        """`library`: where every chat is kept (and "resume" finds the last one);
         `draft_file`: the message left unsent at the last quit, put back into the input."""
         super().__init__()
         self.draft_file = draft_file
         self.controller = make_controller(self.post_message)
         self.config = config
-        self.saved_conversation = saved_conversation
         self.heat_mode: HeatMode | None = "p" if config.ui.heatmap else None
-        self.preset = ""
-        self._bias_names: dict[int, str] = {}  # token id -> its text, for the panel's list of biases
         self._loading_spec = DEMO_SPEC  # the model being loaded: the welcome names it once it is in
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
         self._prompt_tokens: int | None = None  # the streaming reply's prompt length, where counted
         self.previews = Previews(self.controller.engine, self.post_message, config.preview)
+        self.focus_rules = FocusFollowsIntent(self)
+        self.chat_search = SearchActions(self)
+        self.preview_actions = PreviewActions(self, self.previews)
+        self.param_actions = ParamActions(self)
+        self.conversation_actions = ConversationActions(self, library)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -98,6 +91,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         transcript = self.query_one(Transcript)
         transcript.low_threshold = self.config.ui.low_prob_threshold
         self.query_one(ParamsPanel).params = self.controller.params
+        self.watch(self.query_one(ParamsPanel), "params", self.preview_actions.params_changed, init=False)
         self._apply_heat()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_heat())
         self._update_side()
@@ -107,6 +101,12 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
             chat_input.load_text(pasted(draft))
             chat_input.move_cursor(chat_input.document.end)
         chat_input.focus()
+
+    def on_unmount(self) -> None:
+        self.previews.stop()  # no preview task outlives the screen (the engine is closed after it)
+
+    def on_screen_resume(self) -> None:
+        self.focus_rules.screen_resumed()
 
     # --- engine news
 
@@ -172,10 +172,10 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
             transcript.anchor()
         self._dropped = event.dropped
         self._prompt_tokens = event.prompt_tokens
-        self.end_search()  # the chat changes: the matches would be stale
+        self.chat_search.end_search()  # the chat changes: the matches would be stale
         if event.prompt_tokens is not None:  # "ctx 0/512" said nothing while the first reply streamed
             self.query_one(StatusBar).context_used = event.prompt_tokens
-        self.drop_previews()
+        self.preview_actions.drop()
         self.query_one(StatusBar).state = "generating…" + self._dropped_note()
         self.refresh_bindings()
 
@@ -257,45 +257,15 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         tokens = event.node.version.tokens if event.node is not None else None
         panel.streaming = False
         panel.token = tokens[event.index] if tokens and event.index is not None else None
-        self.preview_cursor(event.node, event.index)
+        self.preview_actions.cursor(event.node, event.index)
 
     @on(msg.CandidateChosen)
     def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
-        cursor = self.query_one(Transcript).cursor or self._panel_cursor()
-        if cursor is None:
-            self.notify("Select a token first (Esc, then ←/→).", severity="warning")
-        elif (why := self.controller.branch(cursor[0], cursor[1], event.position,
-                                            self.preview_continuation(cursor[0], cursor[1], event.position))) is not None:
-            self.notify(why, severity="warning")
-        else:
-            self.query_one(Transcript).clear()
+        self.preview_actions.branch(event.position)
 
     @on(msg.CandidateBias)
     def _candidate_bias(self, event: msg.CandidateBias) -> None:
-        """Ban / raise / lower a candidate from the next token on; the panel lists the biases by text."""
-        token = self.query_one(CandidatesPanel).token
-        if token is None or not 0 <= event.position < len(token.candidates):
-            return
-        candidate = token.candidates[event.position]
-        if candidate.id < 0:
-            self.notify("This server names tokens by text only: a bias needs an id.", severity="warning")
-            return
-        self._bias_names[candidate.id] = candidate.text
-        params = bias_step(self.controller.params, candidate.id, event.step)
-        self.set_params(params)
-        value = dict(params.logit_bias).get(candidate.id, 0.0)
-        what = "banned" if value <= -100 else f"bias {value:+g}" if value else "no bias"
-        self.notify(f"{printable(candidate.text)!r} (id {candidate.id}): {what}", timeout=3)
-
-    def _panel_cursor(self) -> tuple[Node, int] | None:
-        """The token the candidates panel shows while none is selected (the newest reply's last),
-        so a digit picks from the list on screen rather than failing silently."""
-        token = self.query_one(CandidatesPanel).token
-        for node in reversed(self.controller.conversation.path()):
-            tokens = node.version.tokens or []
-            if token is not None and tokens and tokens[-1] is token:
-                return node, len(tokens) - 1
-        return None
+        self.param_actions.bias(event.position, event.step)
 
     @on(msg.DraftPaused)
     def _draft_paused(self, event: msg.DraftPaused) -> None:
@@ -303,92 +273,34 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
 
     @on(Transcript.FlipRequested)
     def _flip(self, event: Transcript.FlipRequested) -> None:
-        if self.controller.busy:
-            self.notify("A reply is streaming: Esc stops it first.", severity="warning")
-        elif not self.controller.flip(event.node, event.step):
-            self.app.bell()
-        else:
-            transcript = self.query_one(Transcript)
-            transcript.show(self.controller.conversation)
-            transcript.reselect()
-            self.controller.prepare()  # the next reply continues the branch now shown
+        self.conversation_actions.flip(event.node, event.step)
 
     @on(msg.ParamStep)
     def _param_step(self, event: msg.ParamStep) -> None:
-        self.action_step_param(event.name, event.direction)
+        self.param_actions.step(event.name, event.direction)
 
     @on(msg.ParamEdit)
     def _param_edit(self, event: msg.ParamEdit) -> None:
-        self.edit_param(event.name)
+        self.param_actions.edit(event.name)
 
-    # --- parameters
+    @on(PreviewsChanged)
+    def _previews_changed(self, event: PreviewsChanged) -> None:
+        self.preview_actions.changed(event)
 
-    def set_params(self, params: SamplingParams, preset: str = "") -> None:
-        """Apply at once (a running reply uses them from its next token) and show them: the rows
-        that changed flash, or, with the panel out of sight (hidden, or a narrow terminal showing
-        the other panel), a short note says what changed. Never silently (#30.1)."""
-        old = self.controller.params
-        self.controller.set_params(params)
-        panel = self.query_one(ParamsPanel)
-        panel.params, panel.preset = params, preset
-        panel.bias_text = ", ".join(
-            f"{printable(self._bias_names[t])!r}{'⊘' if b <= -100 else f'{b:+g}'}" if t in self._bias_names
-            else f"#{t}{'⊘' if b <= -100 else f'{b:+g}'}" for t, b in params.logit_bias)
-        changed = [name for name, _label in ALL_PARAMS if getattr(old, name) != getattr(params, name)]
-        if panel.region.area:
-            panel.flash(frozenset(changed))
-        elif changed and not preset:
-            labels = dict(ALL_PARAMS)
-            self.notify(", ".join(f"{labels[n]} {format_param(params, n)}" for n in changed), timeout=2)
+    @on(msg.SearchStep)
+    def _search_step(self, event: msg.SearchStep) -> None:
+        self.chat_search.step(event.step)
+
+    # --- parameters (`param_actions`)
 
     def action_step_param(self, name: str, direction: int) -> None:
-        """Step a parameter (shown by `set_params`)."""
-        self.set_params(step_param(self.controller.params, name, direction))
+        self.param_actions.step(name, direction)
 
     def action_apply_recommended(self) -> None:
-        """The model's own recommended sampling settings (generation_config.json, GGUF metadata)."""
-        recommended = self.query_one(ParamsPanel).recommended
-        if not recommended:
-            self.notify("This model ships no recommended sampling settings.", severity="warning")
-            return
-        self.set_params(self.controller.params.with_changes(**recommended), "model's")
-        self.notify("Applied the model's settings: " + ", ".join(f"{LABELS.get(k, k)} {v}" for k, v in recommended.items()))
-
-    def set_order(self, order: str) -> None:
-        """The chain's order from the palette (a preset of `engine.core.params.ORDERS`)."""
-        self.set_params(self.controller.params.with_changes(samplers=order))
-        self.notify(f"Sampler order: {order}", timeout=2)
-
-    def edit_param(self, name: str) -> None:
-        """Ask for an exact value; a value outside the limits is refused in the dialog."""
-        def validate(text: str) -> str | None:
-            try:
-                parse_param(self.controller.params, name, text)
-            except ParamError as exc:
-                return str(exc)
-            return None
-
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.set_params(parse_param(self.controller.params, name, text))
-
-        hint = _HINTS.get(name, "")
-        label = LABELS.get(name, name)  # as the panel names it: top-p, not top_p
-        self.app.push_screen(ValueDialog(f"Set {label}", typed_value(self.controller.params, name), validate, hint),
-                             done)
+        self.param_actions.apply_recommended()
 
     def action_next_preset(self) -> None:
-        names = list(self.config.presets)
-        if not names:
-            self.notify("No presets in config.", severity="warning")
-            return
-        name = names[(names.index(self.preset) + 1) % len(names)] if self.preset in names else names[0]
-        self.apply_preset(name)
-
-    def apply_preset(self, name: str) -> None:
-        self.preset = name
-        self.set_params(apply_preset(self.controller.params, self.config.presets[name]), name)
-        self.notify(f"Preset: {name}")
+        self.param_actions.next_preset()
 
     # --- chat actions
 
@@ -402,21 +314,31 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self.controller.stop()
 
     def action_regenerate(self) -> None:
-        if not self.controller.regenerate():
-            self.notify(self._why_not_now() or "Nothing to regenerate yet.")
+        self.conversation_actions.regenerate()
 
     def action_edit_last(self) -> None:
-        user = self.controller.last_user()
-        if user is None or not self.controller.can_start:
-            self.notify(self._why_not_now() or "No message to edit yet.")
-            return
-        self.app.push_screen(TextDialog("Edit your last message", user.version.text),
-                             lambda text: self._resend(text))
+        self.conversation_actions.edit_last()
 
-    def _resend(self, text: str | None) -> None:
-        if text and text.strip():
-            self.query_one(Transcript).clear()
-            self.controller.edit_last_user(text.strip())
+    def action_edit_message(self) -> None:
+        self.conversation_actions.edit_message()
+
+    def action_delete_message(self) -> None:
+        self.conversation_actions.delete_message()
+
+    def action_new_chat(self) -> None:
+        self.conversation_actions.new_chat()
+
+    def action_resume_last(self) -> None:
+        self.conversation_actions.resume_last()
+
+    def action_system_prompt(self) -> None:
+        self.conversation_actions.system_prompt()
+
+    def action_search(self) -> None:
+        self.chat_search.search()
+
+    def action_toggle_previews(self) -> None:
+        self.preview_actions.toggle()
 
     def action_toggle_thinking(self) -> None:
         """Each reply keeps the switch it was written under; this sets the next ones'."""
@@ -427,14 +349,6 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         """Earlier replies' thinking: exact cache, or as the template renders it (the palette)."""
         self.notify(self.controller.toggle_past_thinking())
         self.query_one(StatusBar).past_thinking = self.controller.past_thinking_label()
-
-    def action_system_prompt(self) -> None:
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.controller.set_system_prompt(text.strip())
-                self.query_one(Transcript).show(self.controller.conversation)
-                self.controller.prepare()
-        self.app.push_screen(TextDialog("System prompt", self.controller.conversation.system_prompt), done)
 
     # --- view
 
@@ -467,6 +381,17 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
 
     def action_toggle_params(self) -> None:
         toggle(self, self.query_one(ParamsPanel), self.query_one(CandidatesPanel), params=True)
+
+    def clear_panels(self) -> None:
+        """No old token's numbers, no old turn's stats or 'stopped'/'error' for a chat that is new
+        (or resumed, or cut back): the panels describe the conversation on screen."""
+        panel = self.query_one(CandidatesPanel)
+        panel.streaming, panel.token = False, None
+        bar = self.query_one(StatusBar)
+        self._dropped = 0
+        bar.stats = None
+        if not self.controller.loading:
+            bar.state = "ready" if self.controller.engine.model is not None else ""
 
     def _update_side(self) -> None:
         hidden = all(w.has_class("-hidden") for w in (self.query_one(CandidatesPanel), self.query_one(ParamsPanel)))

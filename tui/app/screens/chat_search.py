@@ -1,18 +1,25 @@
 """`/` searches the whole chat, every branch (#30.6); n / N then move between the matches.
 
-A mixin of `ChatScreen` (kept apart so the screen stays a router). The search itself is
-`engine.core.chat.search` (pure); here: ask for the text, show a match (its branch made the shown
-one, the reply's token under the match selected, so its candidates show), and step. While a
-search is on, n / N in the transcript go to the next / previous match instead of the next
-unlikely token; an empty search turns it off, and so does anything that changes the chat.
+The search itself is `engine.core.chat.search` (pure); here: ask for the text, show a match (its
+branch made the shown one, the reply's token under the match selected, so its candidates show),
+and step. While a search is on, n / N in the transcript go to the next / previous match instead
+of the next unlikely token; an empty search turns it off, and so does anything that changes the
+chat.
+
+A helper the chat screen owns (`ChatScreen.chat_search`), typed by what it needs (`SearchHost`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from textual.app import App
+from textual.notifications import SeverityLevel
+from textual.widget import Widget
+
+from engine.core.api import TokenEvent
 from engine.core.chat.search import Match, find, reveal
-from tui.app.messages import SearchStep
+from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.dialogs import ValueDialog
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.message_views import UserView
@@ -21,69 +28,90 @@ from tui.app.widgets.transcript import Transcript
 if TYPE_CHECKING:
     from tui.app.controller import ChatController
 
+W = TypeVar("W", bound=Widget)
 
-class SearchActions:
-    """Needs `controller`, `query_one`, `notify` and `app` (the screen has them)."""
+
+class SearchHost(Protocol):
+    """What the search needs of the chat screen."""
 
     controller: ChatController
-    _matches: list[Match] = []
-    _match_at = 0
-    _query = ""
-    _keep_focus: bool  # the search dialog places the focus itself (`chat_focus.FocusFollowsIntent`)
+    focus_rules: FocusFollowsIntent
 
-    def action_search(self) -> None:
-        if self.controller.busy:
-            self.notify("A reply is streaming: Esc stops it first.", severity="warning")  # type: ignore[attr-defined]
+    @property
+    def app(self) -> App[Any]: ...
+
+    def query_one(self, selector: type[W]) -> W: ...
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None: ...
+
+    def refresh_bindings(self) -> None: ...
+
+
+class SearchActions:
+    """The chat screen's search (see the module docstring)."""
+
+    def __init__(self, screen: SearchHost) -> None:
+        self.screen = screen
+        self.matches: list[Match] = []
+        self.match_at = 0
+        self.query = ""
+
+    def search(self) -> None:
+        if self.screen.controller.busy:
+            self.screen.notify("A reply is streaming: Esc stops it first.", severity="warning")
             return
-        self._keep_focus = True
-        self.app.push_screen(  # type: ignore[attr-defined]
-            ValueDialog("Search this chat (every branch)", self._query, lambda _text: None,
+        self.screen.focus_rules.keep_focus = True  # the search dialog places the focus itself
+        self.screen.app.push_screen(
+            ValueDialog("Search this chat (every branch)", self.query, lambda _text: None,
                         "Enter finds; then n / N move between the matches. Empty: search off."),
             self._searched)
 
-    def _searched(self, text: str | None) -> None:
-        transcript = self.query_one(Transcript)  # type: ignore[attr-defined]
-        text = (text or "").strip() if text is not None else None  # type: ignore[assignment]
+    def _searched(self, answer: str | None) -> None:
+        transcript = self.screen.query_one(Transcript)
+        text = (answer or "").strip() if answer is not None else None
         if not text:
-            if text is not None and self._matches:
-                self.notify("Search off.", timeout=2)  # type: ignore[attr-defined]
+            if text is not None and self.matches:
+                self.screen.notify("Search off.", timeout=2)
             self.end_search()
-            self.query_one(ChatInput).focus()  # type: ignore[attr-defined]
+            self.screen.query_one(ChatInput).focus()
             return
-        self._query = text
-        matches = find(self.controller.conversation, text)
+        self.query = text
+        matches = find(self.screen.controller.conversation, text)
         if not matches:
             self.end_search()
-            self.notify(f"Nothing in this chat matches “{text}”.", timeout=4)  # type: ignore[attr-defined]
-            self.query_one(ChatInput).focus()  # type: ignore[attr-defined]
+            self.screen.notify(f"Nothing in this chat matches “{text}”.", timeout=4)
+            self.screen.query_one(ChatInput).focus()
             return
-        self._matches, transcript.searching = matches, True
+        self.matches, transcript.searching = matches, True
         transcript.focus()
-        self.refresh_bindings()  # type: ignore[attr-defined]  # the footer says "n Match"
+        self.screen.refresh_bindings()  # the footer says "n Match"
         self._show_match(0)
 
     def end_search(self) -> None:
         """No search: n / N are the unlikely-token keys again."""
-        self._matches, self._match_at = [], 0
-        transcript = self.query_one(Transcript)  # type: ignore[attr-defined]
+        self.matches, self.match_at = [], 0
+        transcript = self.screen.query_one(Transcript)
         if transcript.searching:
             transcript.searching = False
-            self.refresh_bindings()  # type: ignore[attr-defined]
+            self.screen.refresh_bindings()
 
-    def on_search_step(self, event: SearchStep) -> None:
-        if self._matches:
-            self._show_match((self._match_at + event.step) % len(self._matches))
+    def step(self, step: int) -> None:
+        """n / N while a search is on (`SearchStep`)."""
+        if self.matches:
+            self._show_match((self.match_at + step) % len(self.matches))
 
     def _show_match(self, at: int) -> None:
-        match = self._matches[at]
-        self._match_at = at
-        if self.controller.busy or not reveal(self.controller.conversation, match):
+        controller = self.screen.controller
+        match = self.matches[at]
+        self.match_at = at
+        if controller.busy or not reveal(controller.conversation, match):
             self.end_search()
-            self.notify("The chat changed: search again (/).", timeout=4)  # type: ignore[attr-defined]
+            self.screen.notify("The chat changed: search again (/).", timeout=4)
             return
-        transcript = self.query_one(Transcript)  # type: ignore[attr-defined]
-        transcript.show(self.controller.conversation)
-        self.controller.prepare()  # the branch now shown is the one the next reply continues
+        transcript = self.screen.query_one(Transcript)
+        transcript.show(controller.conversation)
+        controller.prepare()  # the branch now shown is the one the next reply continues
         view = transcript.view_of(match.node)
         if view is not None and view.tokens:
             transcript.select_token(match.node, _token_at(view.tokens, match.start))
@@ -93,11 +121,11 @@ class SearchActions:
                 if user.node is match.node:
                     user.scroll_visible()
         where = "" if len(match.node.versions) == 1 else f", version {match.version + 1}/{len(match.node.versions)}"
-        note = f"Match {at + 1} of {len(self._matches)} ({match.node.role}{where}). n / N: next / previous."
-        self.notify(note, timeout=3)  # type: ignore[attr-defined]
+        note = f"Match {at + 1} of {len(self.matches)} ({match.node.role}{where}). n / N: next / previous."
+        self.screen.notify(note, timeout=3)
 
 
-def _token_at(tokens: list, offset: int) -> int:
+def _token_at(tokens: list[TokenEvent], offset: int) -> int:
     """The index of the token whose text holds character `offset` of the joined texts."""
     seen = 0
     for index, token in enumerate(tokens):

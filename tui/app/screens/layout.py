@@ -18,6 +18,8 @@ Pure decisions plus one function per screen event, so `ChatScreen` stays a route
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.geometry import Size
 from textual.screen import Screen
 from textual.widget import Widget
@@ -56,7 +58,7 @@ def arrangement(size: Size) -> dict[str, bool]:
     return {"-narrow": narrow, "-tight": narrow and size.width < TIGHT, "-short": narrow and size.height < SHORT}
 
 
-def fit(screen: Screen[object], size: Size) -> None:
+def fit(screen: Screen[Any], size: Size) -> None:
     """Arrange `screen` for `size` (called on every resize). A terminal that has just become
     short shows the chat, whatever was peeked at before."""
     classes = arrangement(size)
@@ -66,7 +68,7 @@ def fit(screen: Screen[object], size: Size) -> None:
         screen.set_class(on, name)
 
 
-def toggle(screen: Screen[object], panel: Widget, other: Widget, params: bool) -> None:
+def toggle(screen: Screen[Any], panel: Widget, other: Widget, params: bool) -> None:
     """F9 (`params` False) or F10 (True): what the key does in the current arrangement."""
     side = panel.parent
     if screen.has_class("-tight") or screen.has_class("-short"):
@@ -80,7 +82,7 @@ def toggle(screen: Screen[object], panel: Widget, other: Widget, params: bool) -
         side.set_class(panel.has_class("-hidden") and other.has_class("-hidden"), "-hidden")
 
 
-def _toggle_slot(screen: Screen[object], params: bool) -> None:
+def _toggle_slot(screen: Screen[Any], params: bool) -> None:
     """Room for one panel: its key shows that panel, or hides it when it is the one showing."""
     short = screen.has_class("-short")
     open_ = screen.has_class("-peek") if short else not screen.has_class("-slot-off")
