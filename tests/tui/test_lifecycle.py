@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.scripted import ScriptedEngine
-from tui_helpers import SIZE, screen_text, start_reply, wait_idle, wait_until
+from tui_helpers import SIZE, screen_text, start_reply, stored_documents, wait_idle, wait_until
 from tui.app.widgets.chat_input import ChatInput
 
 
@@ -41,6 +41,6 @@ async def test_quit_mid_stream_closes_engine_and_keeps_conversation(make_app: An
         await pilot.press("ctrl+q")
         await pilot.pause()
     assert engine.closed
-    saved = tmp_path / "state" / "last-conversation.json"
-    assert saved.is_file() and '"hi"' in saved.read_text()
+    [saved] = stored_documents(app.library.path)
+    assert saved["nodes"][0]["versions"][0]["text"] == "hi"
 

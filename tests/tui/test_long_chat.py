@@ -11,12 +11,11 @@ from typing import Any
 
 from engine.core.api import Candidate, SamplingParams, TokenEvent
 from engine.core.chat.conversation import Conversation, Node, Version
-from engine.core.chat.store import last_conversation_path, save_conversation
 from engine.scripted import ScriptedEngine
 from tui.app.widgets.message_views import AssistantView, UserView
 from tui.app.widgets.transcript import EarlierMessages, Transcript
 from tui.app.widgets.transcript_window import BATCH, WINDOW, plan
-from tui_helpers import SIZE, screen_text, wait_idle, wait_until
+from tui_helpers import SIZE, screen_text, wait_idle, store_chat, wait_until
 
 
 def _token(i: int, text: str) -> TokenEvent:
@@ -49,8 +48,8 @@ async def _resume(app: Any, pilot: Any, messages: int) -> None:
 
 
 async def test_a_2000_message_chat_mounts_only_its_newest_messages(make_app: Any, tmp_path: Path) -> None:
-    save_conversation(_chat(1000), last_conversation_path(tmp_path / "state"))
     app = make_app(ScriptedEngine())
+    store_chat(app.library.path, _chat(1000))
     async with app.run_test(size=SIZE) as pilot:
         await _resume(app, pilot, 2000)
         assert _views(app) <= 2 * WINDOW  # not 2,000
@@ -61,8 +60,8 @@ async def test_a_2000_message_chat_mounts_only_its_newest_messages(make_app: Any
 
 
 async def test_scrolling_up_mounts_earlier_messages_until_the_first(make_app: Any, tmp_path: Path) -> None:
-    save_conversation(_chat(40), last_conversation_path(tmp_path / "state"))
     app = make_app(ScriptedEngine())
+    store_chat(app.library.path, _chat(40))
     async with app.run_test(size=SIZE) as pilot:
         await _resume(app, pilot, 80)
         transcript = app.screen.query_one(Transcript)
@@ -83,8 +82,8 @@ async def test_scrolling_up_mounts_earlier_messages_until_the_first(make_app: An
 
 
 async def test_the_cursor_reaches_replies_not_yet_mounted(make_app: Any, tmp_path: Path) -> None:
-    save_conversation(_chat(200), last_conversation_path(tmp_path / "state"))
     app = make_app(ScriptedEngine())
+    store_chat(app.library.path, _chat(200))
     async with app.run_test(size=SIZE) as pilot:
         await _resume(app, pilot, 400)
         transcript = app.screen.query_one(Transcript)

@@ -12,7 +12,7 @@ from engine.core.api import Message
 from engine.scripted import ScriptedEngine
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.status_bar import StatusBar
-from tui_helpers import SIZE, send, wait_idle, wait_until
+from tui_helpers import SIZE, send, wait_idle, store_chat, wait_until
 
 
 def _notes(app: Any) -> list[str]:
@@ -224,7 +224,8 @@ async def test_ctrl_n_asks_first_and_esc_keeps_the_chat(make_app: Any) -> None:
         await wait_until(pilot, lambda: app.controller.conversation.root is None)
 
 
-async def test_save_and_continue_keeps_the_chat_in_a_file(make_app: Any, tmp_path: Any) -> None:
+async def test_save_and_continue_keeps_the_chat_in_a_file_when_the_library_is_locked(make_app: Any,
+                                                                                      tmp_path: Any) -> None:
     from engine.core.chat.store import load_conversation
     from tui.app.screens.replace_chat import ReplaceChatDialog
 
@@ -308,14 +309,13 @@ async def test_after_the_cursor_a_flip_shows_the_newest_message(make_app: Any) -
 
 async def test_after_the_cursor_a_resumed_chat_shows_its_end(make_app: Any, tmp_path: Any) -> None:
     from engine.core.chat.conversation import Conversation, Node, Version
-    from engine.core.chat.store import last_conversation_path, save_conversation
 
     saved = Conversation()
     for n in range(12):  # taller than the live chat: its end was left below the view
         saved.append(Node("user", [Version(f"old question {n}")]))
         saved.append(Node("assistant", [Version(f"old answer {n}", finish_reason="stop")]))
-    save_conversation(saved, last_conversation_path(tmp_path / "state"))
     app = make_app(ScriptedEngine())
+    store_chat(app.library.path, saved)
     async with app.run_test(size=(80, 20)) as pilot:
         await wait_idle(app, pilot)
         for n in range(3):
@@ -373,6 +373,30 @@ async def test_f7_deletes_a_chosen_message_and_f6_edits_an_earlier_one(make_app:
         await wait_idle(app, pilot)
         assert [m.text for m in engine.requests[-1].messages] == ["uno"]
         assert _texts(app)[0] == "uno" and len(_texts(app)) == 2
+
+
+async def test_keeping_a_chat_before_a_delete_puts_a_copy_in_the_library(make_app: Any) -> None:
+    """The library is the one store: "keep it" in the delete question stores the whole chat as a
+    chat of its own there (no file), and the live chat's row follows the cut."""
+    from tui.app.screens.message_picker import MessagePicker
+    from tui.app.screens.replace_chat import ReplaceChatDialog
+    from tui_helpers import stored_documents
+
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        for text in ("one", "two"):
+            await send(app, pilot, text)
+        await pilot.press("f7")
+        await wait_until(pilot, lambda: isinstance(app.screen, MessagePicker))
+        await pilot.press("up", "enter")  # message 3 of 4: "two"
+        await wait_until(pilot, lambda: isinstance(app.screen, ReplaceChatDialog))
+        await pilot.press("s")
+        await wait_until(pilot, lambda: len(_texts(app)) == 2)
+        assert any(n.startswith("Kept a copy of the chat in the library") for n in _notes(app))
+        await send(app, pilot, "three")
+    lengths = sorted(len(d["nodes"]) for d in stored_documents(app.library.path))
+    assert lengths == [4, 4]  # the copy (one, two) and the live chat (one, three)
+    assert not (app.save_dir / "conversations").exists()
 
 
 async def test_a_message_sent_while_busy_stays_in_the_input(make_app: Any) -> None:

@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 from byte_replies import byte_reply
-from tui_helpers import screen_text, send, wait_idle, wait_until
+from tui_helpers import screen_text, send, wait_idle, store_chat, wait_until
 
 from engine.core.api import EngineEvent, GenerateRequest, SamplingParams, TokenEvent, TurnFinished
 from engine.scripted import ScriptedEngine, ScriptedToken
 from engine.core.chat.conversation import Conversation, Node, Version
-from engine.core.chat.store import last_conversation_path, save_conversation
 from tui.app.widgets.message_views import AssistantView
 from tui.app.widgets.render import visible
 
@@ -129,8 +128,8 @@ async def test_a_reply_saved_without_tokens_shows_its_text(make_app: Any, tmp_pa
     conversation = Conversation()
     conversation.append(Node("user", [Version("hi")]))
     conversation.append(Node("assistant", [Version("- one **two** [b]x[/b]", finish_reason="stop")]))
-    save_conversation(conversation, last_conversation_path(tmp_path / "state"))
     app = make_app()
+    store_chat(app.library.path, conversation)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_idle(app, pilot)
         app.chat_screen.action_resume_last()

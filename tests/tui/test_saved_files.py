@@ -18,7 +18,7 @@ from engine.core.chat import store
 from engine.scripted import ScriptedEngine
 from engine.core.chat.conversation import Conversation, Node, Version
 from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
-from engine.core.chat.store import last_conversation_path, load_conversation, save_conversation
+from engine.core.chat.store import load_conversation, save_conversation
 from tui_helpers import SIZE, send, wait_idle, wait_until
 
 
@@ -179,20 +179,25 @@ def _notes(app: Any) -> list[str]:
     json.dumps(_token_field(_good(), "text", None)),
     "[" * 100_000,
 ], ids=["active", "null-text", "deep"])
-async def test_resuming_a_bad_file_keeps_the_live_chat(make_app: Any, tmp_path: Path, content: str) -> None:
+async def test_a_bad_chat_file_at_start_is_one_line_and_kept(make_app: Any, tmp_path: Path, content: str) -> None:
+    """A chat file the start would take into the library (an older version's resume file) that
+    the reader refuses: one line naming it, the file kept unchanged in the backup folder, nothing
+    in the library, and the live chat untouched by Ctrl+L."""
     app = make_app(ScriptedEngine())
-    path = last_conversation_path(tmp_path / "state")
+    path = tmp_path / "state" / "last-conversation.json"
     path.parent.mkdir(parents=True)
     path.write_text(content, encoding="utf-8")
     async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: any("could not be read as a chat" in n for n in _notes(app)))
         await send(app, pilot, "keep me")
         live = app.controller.conversation
         await pilot.press("ctrl+l")
-        await wait_until(pilot, lambda: any("Could not read" in n for n in _notes(app)))
+        await wait_until(pilot, lambda: any("No other chat" in n for n in _notes(app)))
         await wait_idle(app, pilot)
         assert app.controller.conversation is live and live.path()[0].version.text == "keep me"
-        note = next(n for n in _notes(app) if "Could not read" in n)
-        assert "\n" not in note
+        note = next(n for n in _notes(app) if "could not be read as a chat" in n)
+        assert "\n" not in note and "last-conversation.json" in note
+    assert (tmp_path / "state" / "imported-into-library" / "last-conversation.json").read_text() == content
 
 
 def test_a_full_disk_leaves_no_recent_models_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

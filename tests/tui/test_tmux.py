@@ -14,6 +14,9 @@ from typing import Callable
 
 import pytest
 
+from engine.core.settings.paths import data_dir
+from tui_helpers import stored_documents
+
 pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,8 +93,8 @@ def test_chat_in_a_real_terminal_then_quit(tmux: Tmux, tmp_path: Path) -> None:
     assert marker.read_text().strip() == "0"
     screen = tmux.wait_for(lambda s: "EXITED" in s)
     assert "Traceback" not in screen and "Error" not in screen
-    saved = tmp_path / "state" / "logitscope" / "last-conversation.json"
-    assert "hello there" in saved.read_text()
+    [saved] = stored_documents(data_dir() / "library.sqlite3")
+    assert saved["nodes"][0]["versions"][0]["text"] == "hello there"
 
 
 def test_terminal_closed_mid_reply_exits_cleanly(tmux: Tmux, tmp_path: Path) -> None:
@@ -115,8 +118,8 @@ def test_terminal_closed_mid_reply_exits_cleanly(tmux: Tmux, tmp_path: Path) -> 
     while not (marker.exists() and marker.read_text()) and time.monotonic() < end:
         time.sleep(0.2)
     assert marker.read_text() == "0"
-    saved = tmp_path / "state" / "logitscope" / "last-conversation.json"
-    assert "tell me" in saved.read_text()
+    [saved] = stored_documents(data_dir() / "library.sqlite3")
+    assert saved["nodes"][0]["versions"][0]["text"] == "tell me"
 
 
 def test_a_line_typed_in_one_burst_with_enter_is_sent_whole(tmux: Tmux) -> None:

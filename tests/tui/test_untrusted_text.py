@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 from textual.widgets import Input
-from tui_helpers import SIZE, screen_text, send, wait_idle, wait_until
+from tui_helpers import SIZE, screen_text, send, wait_idle, store_chat, wait_until
 
 from engine.core.api import EngineError
 from engine.scripted import ScriptedEngine, ScriptedToken
 from engine.models import hub
 from engine.core.settings import printable
 from engine.core.chat.conversation import Conversation, Node, Version
-from engine.core.chat.store import last_conversation_path, save_conversation
 from tui.app.screens.model_picker import ModelPicker
 from tui.app.widgets.params_panel import ParamsPanel
 from tui.app.widgets.status_bar import StatusBar
@@ -69,8 +68,8 @@ async def test_a_resumed_conversation_with_hostile_system_and_user_text(make_app
     conversation = Conversation()
     conversation.system_prompt = "sys " + HOSTILE
     conversation.append(Node("user", [Version("user " + HOSTILE)]))
-    save_conversation(conversation, last_conversation_path(tmp_path / "state"))
     app = make_app()
+    store_chat(app.library.path, conversation)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await wait_idle(app, pilot)
         app.chat_screen.action_resume_last()
