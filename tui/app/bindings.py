@@ -38,7 +38,7 @@ _SPECS: tuple[_Spec, ...] = (
      "Delete a message and everything after it (asks first, can save the chat)", False, True),
     ("screen", "chat.new", "ctrl+n", "new_chat", "New chat", "Start a new conversation", False, False),
     ("screen", "chat.resume", "ctrl+l", "resume_last", "Resume last",
-     "Reopen the conversation saved when logitscope last quit", False, False),
+     "Reopen the most recent chat of the library (the one open stays there)", False, False),
     ("screen", "chat.search", "slash", "search", "Search chat",
      "Search this chat, every branch; then n / N move between the matches", False, False),
     ("screen", "chat.system_prompt", "f2", "system_prompt", "System prompt",

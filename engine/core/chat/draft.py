@@ -1,6 +1,6 @@
 """The unsent message, kept across quitting (#30.6): a half-written question is the user's work.
 
-Written beside the resume file when the app quits with text in the input (removed when it quits
+Written to the state folder when the app quits with text in the input (removed when it quits
 with none), read back into the input at the next start. Atomic like the conversation file (a
 temporary renamed over), and read only from a regular file of bounded size: a FIFO or a huge
 file there must not hang or flood the start.

@@ -18,7 +18,7 @@ def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME/logitscope`` (``~/.local/state`` by default): history (recent models, the
-    last conversation), not settings."""
+    unsent message, rescue files), not settings."""
     return _xdg_dir(env, "XDG_STATE_HOME", Path(".local", "state"))
 
 

@@ -4,8 +4,8 @@ library cannot keep it, or cut (a delete).
 A chat is normally committed to the conversation library before it is replaced, and nothing is
 asked. When the library cannot take it (locked, read-only, damaged), or when the live chat itself
 is cut (the library follows the live chat, so it would not keep the old version), going on without
-a word would lose it for good: this dialog offers to keep it in a file of its own first, to drop
-it, or to change nothing.
+a word would lose it for good: this dialog offers to keep a copy first (a chat of its own in the
+library, else a rescue file the next start imports), to drop it, or to change nothing.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ class ReplaceChatDialog(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(literal(f"{self.action}? The chat as it is now ({self.messages} messages) is in no "
-                                 "library or file."))
-            yield Label("S saves it to a file first, D discards it, Esc keeps it.", classes="hint")
+            yield Label(literal(f"{self.action}? The chat as it is now ({self.messages} messages) would be "
+                                 "kept nowhere."))
+            yield Label("S keeps a copy first (in the library, else a file), D discards it, Esc keeps it.",
+                        classes="hint")
             with Horizontal():
                 yield Button("Cancel", id="cancel")
                 yield Button("Discard", id=DISCARD, variant="error")
