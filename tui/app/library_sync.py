@@ -75,8 +75,9 @@ class LibrarySync:
         self._streaming = streaming
         self._pending: asyncio.TimerHandle | None = None  # the save a change scheduled
         self._library: Library | None = None
-        self._opening = threading.Lock()  # the start's thread and a save's thread may both open it
+        self._opening = threading.RLock()  # the start's and a save's thread may both open it; re-entrant: SIGHUP
         self._imported = False
+        self._closed = False
         self._started: asyncio.Task[None] | None = None
         self._tracked: Conversation | None = None  # the chat `conversation_id` belongs to
         self.conversation_id: str | None = None
@@ -100,6 +101,8 @@ class LibrarySync:
             await asyncio.to_thread(self._open)
         except LibraryError:
             pass  # said by the first save that needs it (one line per reason, not two)
+        except (OSError, ValueError) as exc:  # the state folder itself unreadable: chatting goes on
+            self._report_soon(f"Chat files in {self._state_folder} not taken into the library: {exc}")
         self._say()
 
     async def ready(self) -> None:
@@ -241,6 +244,8 @@ class LibrarySync:
         """The library, opened the first time it is needed (any thread); the chat files of the
         state folder are taken in once per run, and chats deleted long enough ago purged."""
         with self._opening:
+            if self._closed:
+                raise LibraryError(f"library {self.path}: closed (logitscope is quitting)")
             if self._library is None:
                 self._library = Library(self.path, timeout=1.0)
             library = self._library
@@ -287,6 +292,7 @@ class LibrarySync:
             self._pending.cancel()
             self._pending = None
         with self._opening:
+            self._closed = True
             if self._library is not None:
                 self._library.close()
                 self._library = None
