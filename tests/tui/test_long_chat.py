@@ -134,3 +134,19 @@ def test_the_window_keeps_what_still_matches_and_restarts_when_a_chat_opens() ->
     assert (edited_above.keep, edited_above.first) == (0, 100 - WINDOW)
     emptied = plan(path, 90, 10, [])
     assert (emptied.keep, emptied.first, emptied.mount_from) == (0, 0, 0)
+
+
+async def test_views_removed_in_the_tick_they_were_mounted_in_do_not_crash_the_app(make_app: Any) -> None:
+    """A chat replaced while it opens: its views get Mount without their children (Textual), which
+    crashed the app (NoMatches '#header') about once in four when a long chat was opened."""
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        transcript = app.screen.query_one(Transcript)
+        for _ in range(3):
+            transcript.show(_chat(30))
+            transcript.clear()
+        transcript.show(_chat(3))
+        await pilot.pause()
+        await wait_until(pilot, lambda: "a2 end" in screen_text(app))
+    assert app.return_code in (None, 0) and app._exception is None
