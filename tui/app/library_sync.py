@@ -32,7 +32,7 @@ from pathlib import Path
 from textual.message import Message as TextualMessage
 
 from engine.core.chat.conversation import Conversation, Node
-from engine.core.chat.fileformat import conversation_from_dict, conversation_to_dict
+from engine.core.chat.fileformat import conversation_to_dict
 from engine.core.chat.store import RESCUE_FOLDER, save_copy
 from engine.core.library import ImportReport, Library, LibraryError, import_files
 from tui.app import messages as msg
@@ -136,10 +136,10 @@ class LibrarySync:
         return next((e.id for e in entries if e.id != other_than), None)
 
     def read(self, chat_id: str) -> tuple[str, Conversation]:
-        """In a thread: a stored chat's title and tree, checked whole by the file format's reader
-        (`LibraryError` if the library cannot be read, ValueError if the chat is damaged)."""
-        stored = self._open().load(chat_id)
-        return stored.entry.title, conversation_from_dict(stored.document)
+        """In a thread: a stored chat's title and tree, checked by the file format's rules as it is
+        read (`LibraryError` if the library cannot be read or the chat is damaged)."""
+        entry, conversation = self._open().load_conversation(chat_id)
+        return entry.title, conversation
 
     def changed(self, conversation: Conversation) -> None:
         """A change of the live chat (`Conversation.watch`): commit it soon, once per burst; a

@@ -27,7 +27,7 @@ from engine.core.chat.conversation import Conversation, Node, Version
 from tui.app.widgets.message_views import AssistantView, UserView, Welcome, welcome_text
 from tui.app.widgets.token_chunk import TokenChunk
 from tui.app.widgets.render import HeatPalette
-from tui.app.widgets.transcript_window import BATCH, earlier_text, plan
+from tui.app.widgets.transcript_window import window_for, BATCH, earlier_text, plan
 
 
 class EarlierMessages(Static):
@@ -99,7 +99,8 @@ class Transcript(VerticalScroll, can_focus=True):
         path = self._system_nodes(conversation) + conversation.path()
         self._welcome(not path)
         views = self._views()
-        change = plan(self._path, self._first, len(views), path)
+        size = self.size if self.size.height else self.app.size  # not laid out yet: the terminal's
+        change = plan(self._path, self._first, len(views), path, window_for(path, 2 * size.height, size.width))
         for view in views[change.keep:]:
             if view is self.selected:
                 self.selected = None
