@@ -222,7 +222,8 @@ def _abilities(caps: Capabilities, by_ids: bool) -> Abilities:
     if not by_ids:
         why += [("branching", f"{caps.kind}'s chat endpoint cannot continue a partial reply: branching from a "
                               "candidate needs a local engine or token-id prompts (--tokenizer)."),
-                ("token_counting", f"{caps.kind} counts the prompt itself over the chat endpoint.")]
+                ("token_counting", f"{caps.kind} counts the prompt itself over the chat endpoint."),
+                ("live_params", f"{caps.kind}'s chat endpoint takes new settings from the next reply.")]
     return Abilities(previews=False, branching=by_ids, token_counting=by_ids, live_params=by_ids, warm_up=False,
                      why=tuple(why))
 

@@ -135,14 +135,22 @@ class ChatController:
 
     def set_params(self, params: SamplingParams) -> None:
         """Apply now: a running turn uses them from its next token, and its reply records where
-        (`Version.changes`, shown in its header: #30.6); the turn keeps its seed."""
+        (`Version.changes`, shown in its header: #30.6); the turn keeps its seed. An engine that
+        takes them only from the next reply (`Abilities.live_params`) gets nothing recorded."""
         self.params = params
         node = self._streaming
         version = node.version if node is not None else None
-        if version is not None and version.finish_reason is None and version.params is not None:
+        if (version is not None and version.finish_reason is None and version.params is not None
+                and self.live_params):
             params = params.with_changes(seed=version.params.seed)
             version.changes.append((len(version.tokens or ()), params))
         self.engine.set_params(params)
+
+    @property
+    def live_params(self) -> bool:
+        """Whether a parameter change reaches a running reply (`Abilities.live_params`)."""
+        model = self.engine.model
+        return model is None or model.abilities.live_params
 
     def toggle_thinking(self) -> str:
         """Switch thinking off (or back on) for the next replies; returns one line for the user.

@@ -2,7 +2,8 @@
 a preset or the model's recommended settings set several, the candidates panel bans or biases a
 token; every change applies at once (a running reply uses it from its next token) and is shown
 where it changed (`set_params`: the panel's rows flash, or a short note when the panel is out of
-sight; never silently, #30.1).
+sight; never silently, #30.1), and, mid-reply on an engine that takes them only from the next
+reply (`Abilities.live_params`), when it applies.
 
 A helper the chat screen owns (`ChatScreen.param_actions`), typed by what it needs (`ParamsHost`).
 """
@@ -74,6 +75,10 @@ class ParamActions:
             f"{printable(self._bias_names[t])!r}{'⊘' if b <= -100 else f'{b:+g}'}" if t in self._bias_names
             else f"#{t}{'⊘' if b <= -100 else f'{b:+g}'}" for t, b in params.logit_bias)
         changed = [name for name, _label in ALL_PARAMS if getattr(old, name) != getattr(params, name)]
+        model = controller.engine.model
+        if changed and controller.busy and model is not None and not controller.live_params:
+            why = model.abilities.reason("live_params") or "This engine takes new settings from the next reply."
+            self.screen.notify(why, timeout=4)
         if panel.region.area:
             panel.flash(frozenset(changed))
         elif changed and not preset:
