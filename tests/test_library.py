@@ -252,6 +252,19 @@ def test_the_chat_files_are_imported_once_and_moved_to_a_backup_folder(tmp_path:
     assert (backup / "last-conversation-1.json").is_file()  # the backup never overwrites
 
 
+def test_a_fifo_or_a_folder_among_the_chat_files_is_left_alone(tmp_path: Path) -> None:
+    """Only regular files are read (a FIFO would block the start forever) or moved."""
+    from engine.core.library import import_files
+
+    state = tmp_path / "state"
+    (state / "conversations" / "folder.json").mkdir(parents=True)
+    os.mkfifo(state / "last-conversation.json")
+    os.mkfifo(state / "conversations" / "pipe.json")
+    report = import_files(Library(tmp_path / "lib.db"), state)
+    assert (report.imported, report.skipped, report.backup) == (0, [], None)
+    assert (state / "last-conversation.json").exists() and (state / "conversations" / "pipe.json").exists()
+
+
 def test_a_chat_file_is_imported_only_into_a_library_that_takes_it(tmp_path: Path) -> None:
     """A library that cannot be written (locked) leaves every file where it was, for the next start."""
     from engine.core.library import import_files
