@@ -142,11 +142,12 @@ class LogitscopeApp(App[None]):
         self.set_keymap(self.keymap)
         self._show_config_problems(problems + key_problems)
         self.push_screen(self.chat_screen)
-        self.library.start()  # in a thread: chat files left in the state folder go into the library
         self._watch_hangup()
         # After the first paint: the engine thread's MLX import competes for the GIL, and the
-        # screen should be up (and typing possible) before the model is.
+        # screen should be up (and typing possible) before the model is. The library opens then
+        # too, in a thread, taking in the chat files left in the state folder (`LibrarySync.start`).
         self.call_after_refresh(self._start_load, self.model_spec)
+        self.call_after_refresh(self.library.start)
 
     def _show_config_problems(self, lines: list[str]) -> None:
         """A toast per problem when there are a few; more, and one toast says the first and how
