@@ -38,9 +38,11 @@ class LibraryHost(Protocol):
     """What the library commands need of the app (`LogitscopeApp` is one)."""
 
     library: LibrarySync
-    controller: ChatController
     chat_screen: ChatScreen
     model_spec: str
+
+    @property
+    def controller(self) -> ChatController: ...
 
     @property
     def screen(self) -> Screen[Any]: ...

@@ -166,7 +166,7 @@ class ConversationActions:
         self.controller.new_chat()
         self.show_new_conversation()
 
-    def replace_chat(self, action: str, then: Callable[[], None]) -> None:
+    def replace_chat(self, action: str, then: Callable[[], object]) -> None:
         """Run `then` (which replaces the live chat) once the chat is kept: in the library,
         committed now, without a question; when the library cannot take it, once the user chose to
         keep a copy, discard it, or cancel. An empty chat is simply replaced."""
@@ -179,7 +179,7 @@ class ConversationActions:
             return
         self.ask_to_keep(action, then)
 
-    def ask_to_keep(self, action: str, then: Callable[[], None]) -> None:
+    def ask_to_keep(self, action: str, then: Callable[[], object]) -> None:
         """Run `then` once the user chose: keep a copy of the chat first, discard it, or cancel.
         Also for cutting the live chat itself (a delete), whose row the library then cuts too."""
         conversation = self.controller.conversation
