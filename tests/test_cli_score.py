@@ -88,3 +88,31 @@ def test_on_a_gguf_file_the_perplexity_is_llama_cpp_s(pair: tuple[Path, Path], t
     assert [line["id"] for line in lines[:-1]] == ids[1:]
     assert lines[-1]["perplexity"] == pytest.approx(math.exp(sum(nll) / len(nll)), rel=1e-5)
     assert lines[-1]["context"] == 256
+
+
+def test_run_reports_each_reply_s_perplexity_and_reads_the_chat_back_with_score(
+        chatml_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--model", str(chatml_model), "--no-config", "--prompt", "hello the cat", "--prompt",
+                 "and the dog", "--max-tokens", "6", "--temp", "0", "--json", "--score"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    lines = [json.loads(line) for line in captured.out.splitlines()]
+    turns = [line for line in lines if line["type"] == "turn"]
+    for turn in turns:
+        own = [line["logprob"] for line in lines if line["type"] == "token" and line["turn"] == turn["turn"]]
+        assert turn["perplexity"] == pytest.approx(math.exp(-sum(own) / len(own)), rel=1e-9)
+    (scored,) = [line for line in lines if line["type"] == "score"]
+    assert [m["role"] for m in scored["messages"]] == ["user", "assistant", "user", "assistant"]
+    # greedy, no modifiers: a reply read back has the perplexity it was written with
+    assert scored["messages"][1]["perplexity"] == pytest.approx(turns[0]["perplexity"], rel=1e-4)
+    assert scored["messages"][3]["perplexity"] == pytest.approx(turns[1]["perplexity"], rel=1e-4)
+
+
+def test_run_score_on_an_engine_that_cannot_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.scripted import ScriptedEngine
+    from tui.headless.run import main as run_main
+
+    code = run_main(["run", "--model", "demo", "--no-config", "--prompt", "hi", "--score"],
+                    engine_factory=lambda: ScriptedEngine(scoring=False))
+    err = capsys.readouterr().err
+    assert code == 1 and "cannot score" in err and "Traceback" not in err

@@ -1,54 +1,66 @@
-"""Where each message's own text sits among the tokens a model read (`engine.core.api.MessageScore`).
+"""Where each message sits among the tokens a model read (`engine.core.api.MessageScore`).
 
-Why by characters: a chat template wraps every message in text of its own (role headers, markers,
-a default system prompt), and a reply enters the prompt as its exact ids, so no rule about ids
-says which tokens hold which message. The text does: the tokens' texts joined are the prompt's
-text, in which each message's text appears in order. A message's span is the tokens whose
-characters overlap its text, found after the previous message's span (or, for a template that
-trims a message, its text without the surrounding whitespace). A message the template does not
-show verbatim gets an empty span at that point.
+Why a search: a chat template wraps every message in text of its own (role headers, markers, a
+default system prompt), so no rule about positions says which tokens hold which message. Two
+things do, taken in the messages' order, each search starting after the previous message's span:
 
-Pure Python on plain strings: every engine can use it.
+- a reply that carries its exact ids (`Message.token_ids`) entered the prompt as those very ids:
+  its span is where they occur;
+- any other message's text is found among the tokens' bytes joined (the prompt's own bytes, a
+  character split over byte tokens included), as UTF-8, or without its surrounding whitespace
+  for a template that trims it; its span is the tokens whose bytes overlap it.
+
+A message not found (a template that rewrites its text) gets an empty span where the search was.
+Pure Python on plain values: every engine can use it.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Sequence
+from typing import Sequence, Union
+
+Wanted = Union[str, Sequence[int]]  # a message's text, or its exact ids
 
 
-def message_spans(messages: Sequence[str], token_texts: Sequence[str]) -> list[tuple[int, int]]:
-    """(start, end) token positions per message text; `token_texts[i]` is the text token i adds."""
-    starts: list[int] = []  # character offset where each token's text starts
-    joined: list[str] = []
-    offset = 0
-    for text in token_texts:
+def message_spans(messages: Sequence[Wanted], ids: Sequence[int], token_bytes: Sequence[bytes]
+                  ) -> list[tuple[int, int]]:
+    """(start, end) token positions per message; `token_bytes[i]` holds the bytes of `ids[i]`."""
+    starts, offset = [], 0
+    for piece in token_bytes:
         starts.append(offset)
-        joined.append(text)
-        offset += len(text)
-    whole = "".join(joined)
-    ends = [start + len(text) for start, text in zip(starts, token_texts)]
+        offset += len(piece)
+    ends = [start + len(piece) for start, piece in zip(starts, token_bytes)]
+    whole = b"".join(token_bytes)
     spans: list[tuple[int, int]] = []
-    char, token = 0, 0
-    for text in messages:
-        found = _find(whole, text, char)
-        if found is None:
+    token = 0
+    for wanted in messages:
+        span = (_find_ids(ids, list(wanted), token) if not isinstance(wanted, str)
+                else _find_text(whole, wanted, starts[token] if token < len(starts) else len(whole), starts, ends))
+        if span is None or span[0] < token:
             spans.append((token, token))
             continue
-        low, high = found
-        first = bisect.bisect_right(ends, low)  # the first token ending after the text starts
-        last = bisect.bisect_left(starts, high)  # one past the last token starting before it ends
-        first, last = max(first, token), max(last, first)
-        spans.append((first, last))
-        char, token = high, last
+        spans.append(span)
+        token = span[1]
     return spans
 
 
-def _find(whole: str, text: str, after: int) -> tuple[int, int] | None:
-    """The characters of `text` in `whole` from `after` on (or of its stripped form)."""
+def _find_ids(ids: Sequence[int], wanted: list[int], after: int) -> tuple[int, int] | None:
+    if not wanted:
+        return None
+    for at in range(after, len(ids) - len(wanted) + 1):
+        if ids[at] == wanted[0] and list(ids[at:at + len(wanted)]) == wanted:
+            return at, at + len(wanted)
+    return None
+
+
+def _find_text(whole: bytes, text: str, after: int, starts: list[int], ends: list[int]) -> tuple[int, int] | None:
     for probe in (text, text.strip()):
-        if probe:
-            at = whole.find(probe, after)
-            if at >= 0:
-                return at, at + len(probe)
+        raw = probe.encode("utf-8", "surrogatepass")
+        if not raw:
+            continue
+        at = whole.find(raw, after)
+        if at >= 0:
+            first = bisect.bisect_right(ends, at)  # the first token ending after the text starts
+            last = bisect.bisect_left(starts, at + len(raw))  # one past the last token starting inside it
+            return first, max(last, first)
     return None

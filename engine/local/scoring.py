@@ -82,11 +82,12 @@ def run_score(session: Session, request: ScoreRequest, cancelled: threading.Even
     _fits(session, len(ids), "The text" if request.text is not None else "The conversation")
     with mx.stream(session.stream):
         reused = ensure_scored(session, ids, request.candidates, cancelled)
-    first_text, tokens = _events(session, ids, request.candidates)
+    tokens = _events(session, ids, request.candidates)
     if request.text is not None:
         return Scored(tuple(ids), tokens, (), perplexity([t.logprob for t in tokens]), reused,
                       time.perf_counter() - started)
-    spans = message_spans([m.text for m in request.messages], [first_text, *(t.text for t in tokens)])
+    wanted = [m.token_ids if m.token_ids is not None else m.text for m in request.messages]
+    spans = message_spans(wanted, ids, [session.pieces.token_bytes(i) for i in ids])
     messages = tuple(_message(number, start, end, tokens) for number, (start, end) in enumerate(spans))
     chat = [t.logprob for m in messages for t in tokens[max(m.start, 1) - 1:m.end - 1]]
     return Scored(tuple(ids), tokens, messages, perplexity(chat), reused, time.perf_counter() - started)
@@ -140,11 +141,10 @@ def ensure_scored(session: Session, ids: Sequence[int], candidates: int,
     return max(first - 1, 0)
 
 
-def _events(session: Session, ids: Sequence[int], candidates: int) -> tuple[str, tuple[TokenEvent, ...]]:
-    """The first id's text, and each scored position as a TokenEvent (its text as a reply's
-    stream would show it)."""
+def _events(session: Session, ids: Sequence[int], candidates: int) -> tuple[TokenEvent, ...]:
+    """Each scored position as a TokenEvent (its text as a reply's stream would show it)."""
     text = ReplyText(session.tokenizer)
-    first = text.add(ids[0])
+    text.add(ids[0])
     pieces = session.pieces
     events = []
     for position in range(1, len(ids)):
@@ -155,7 +155,7 @@ def _events(session: Session, ids: Sequence[int], candidates: int) -> tuple[str,
             sampled_prob=None, rank=stats.rank, entropy=stats.entropy,
             candidates=tuple(Candidate(cid, pieces(cid), lp, None) for cid, lp in stats.candidates[:candidates]),
         ))
-    return first, tuple(events)
+    return tuple(events)
 
 
 def run_probe(session: Session, request: ProbeRequest) -> tuple[ProbeResult, ...]:
