@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.core.api import EngineAPI, EngineError, ModelInfo, ScoreRequest, Scored
+from engine.core.api import EngineAPI, EngineError, ModelInfo, ScoreRequest, Scored, TokenEvent
 from engine.core.chat.conversation import Conversation, Node
 from engine.core.compare import Span, align
 from engine.core.memory import available_bytes
@@ -36,14 +36,19 @@ class MessageComparison:
 
 @dataclass
 class Comparison:
-    """The whole visible path compared: per node (the system prompt under None)."""
+    """The whole visible path compared, per node (the system prompt under None). Nodes are
+    compared by identity (two messages with the same text are still two)."""
 
-    messages: dict[Node | None, MessageComparison]
+    nodes: list[Node | None]
+    compared: list[MessageComparison]  # one per node, in path order
     revision: int  # the conversation's revision it was made for
     perplexity: tuple[float | None, float | None]  # the chat's under the first and the second model
 
+    def of(self, node: Node | None) -> MessageComparison | None:
+        return next((c for n, c in zip(self.nodes, self.compared) if n is node), None)
+
     def at(self, node: Node | None, token: int) -> Span | None:
-        message = self.messages.get(node)
+        message = self.of(node)
         return message.by_token.get(token) if message is not None else None
 
 
@@ -96,28 +101,31 @@ class SecondReader:
             raise EngineError("No second model is open.")
         path = conversation.path()
         if not path:
-            return Comparison({}, revision, (None, None))
+            return Comparison([], [], revision, (None, None))
         ends_with_reply = path[-1].role == "assistant"
         mine = conversation.messages(model=first_folder)
         theirs = conversation.messages(model=self.info.path)
         a = await first.score(ScoreRequest(mine, candidates=CANDIDATES, continue_last=ends_with_reply))
         b = await self.engine.score(ScoreRequest(theirs, candidates=CANDIDATES, continue_last=ends_with_reply))
         nodes: list[Node | None] = ([None] if conversation.system_prompt else []) + list(path)
-        messages = {node: _message(a, b, k) for k, node in enumerate(nodes)}
-        return Comparison(messages, revision, (a.perplexity, b.perplexity))
+        compared = [_message(a, b, k) for k in range(len(nodes))]
+        return Comparison(nodes, compared, revision, (a.perplexity, b.perplexity))
 
 
 def _message(a: Scored, b: Scored, k: int) -> MessageComparison:
-    """Message `k`'s tokens on each side (those scored inside its span), aligned."""
-    a_tokens, b_tokens = _tokens_of(a, k), _tokens_of(b, k)
+    """Message `k`'s tokens on each side (those scored inside its span), aligned; `by_token`
+    counts the first model's tokens from the start of the message's span."""
+    a_tokens, a_skipped = _tokens_of(a, k)
+    b_tokens, _ = _tokens_of(b, k)
     spans = align(a_tokens, b_tokens)
-    by_token = {i: span for span in spans for i in span.a}
-    return MessageComparison(spans, by_token)
+    return MessageComparison(spans, {i + a_skipped: span for span in spans for i in span.a})
 
 
-def _tokens_of(scored: Scored, k: int) -> list:
-    """The scored tokens inside message `k`'s span (position p is `scored.tokens[p - 1]`)."""
+def _tokens_of(scored: Scored, k: int) -> tuple[list[TokenEvent], int]:
+    """The scored tokens inside message `k`'s span (position p is ``scored.tokens[p - 1]``), and
+    how many of its first positions have none (position 0, which nothing precedes)."""
     if k >= len(scored.messages):
-        return []
+        return [], 0
     span = scored.messages[k]
-    return [scored.tokens[p - 1] for p in range(max(span.start, 1), span.end)]
+    first = max(span.start, 1)
+    return [scored.tokens[p - 1] for p in range(first, span.end)], min(first - span.start, max(span.end - span.start, 0))
