@@ -30,6 +30,7 @@ from tui.app.previews import Previews
 from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.chat_previews import PreviewActions
+from tui.app.screens.chat_scope import ScopeActions
 from tui.app.screens.chat_search import SearchActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
@@ -80,6 +81,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self._dropped = 0  # oldest messages the last turn left out to fit the context
         self._prompt_tokens: int | None = None  # the streaming reply's prompt length, where counted
         self.previews = Previews(self.controller.engine, self.post_message, config.preview)
+        self.scope = ScopeActions(self, config.ui.forks)  # forks (#33)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -97,6 +99,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
     def on_mount(self) -> None:
         transcript = self.query_one(Transcript)
         transcript.low_threshold = self.config.ui.low_prob_threshold
+        self.scope.mounted()
         self.query_one(ParamsPanel).params = self.controller.params
         self._apply_heat()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_heat())

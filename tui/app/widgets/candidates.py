@@ -15,6 +15,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from engine.core.api import TokenEvent
+from engine.core.forks import ForkRule
 from tui.app.bindings import bindings_for
 from tui.app.messages import CandidateBias, CandidateChosen
 from tui.app.widgets.render import bar, log_text, percent, safe_log, visible
@@ -40,6 +41,7 @@ class CandidatesPanel(Widget, can_focus=True):
     row: reactive[int] = reactive(0)
     streaming: reactive[bool] = reactive(False)
     logprobs: reactive[bool] = reactive(False)  # natural-log probabilities instead of percent
+    forks: reactive[ForkRule] = reactive(ForkRule)  # a fork is marked in the summary (#33.4)
 
     def on_mount(self) -> None:
         self.border_title = "candidates"
@@ -94,6 +96,8 @@ class CandidatesPanel(Widget, can_focus=True):
         rank = UNKNOWN if token.rank is None else str(token.rank)
         entropy = UNKNOWN if token.entropy is None else f"{token.entropy:.2f} nats"
         text.append(f"\nrank {rank}  entropy {entropy}")
+        if self.forks.is_fork(token):
+            text.append("  fork", style="bold")
         if self.streaming:
             text.append("  (newest)", style="italic dim")
         return text

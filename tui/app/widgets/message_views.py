@@ -25,6 +25,7 @@ from textual.widgets import Static
 
 from engine.core.api import TokenEvent
 from engine.core.chat.conversation import Node, Version
+from engine.core.forks import ForkRule
 from engine.core.param_steps import changes_note
 from tui.app.hints import welcome_keys
 from tui.app.safe_text import printable
@@ -131,6 +132,9 @@ class AssistantView(Vertical):
         self.folded = True  # a leading <think> block shows as one line until unfolded (z)
         self._block: ThinkingBlock | None = None  # the version's block once closed (it no longer changes)
         self._ready = False  # children exist (views are mounted without awaiting)
+        self.forks = ForkRule()  # which tokens the header counts as forks (the transcript sets it)
+        self._forks_of: tuple[Version, ForkRule] | None = None  # what `_forks_before` counted
+        self._forks_before = (0, 0)  # (tokens counted, forks among them): all but the last token
 
     def compose(self) -> ComposeResult:
         yield Static(id="header", markup=False)
@@ -323,6 +327,9 @@ class AssistantView(Vertical):
             if version.changes:
                 parts.append((changes_note(version.params, version.changes), 2))
         parts.append((f"{len(self.tokens)} tok", 1))
+        if self.tokens:
+            forks = self.fork_count()
+            parts.append((f"{forks} fork{'s' if forks != 1 else ''}", 1))
         if version.finish_reason is None:
             parts.append(("streaming…", 0))
         elif version.finish_reason != "stop":
@@ -331,6 +338,27 @@ class AssistantView(Vertical):
         if text != self._header_text:  # one line, fixed height: no layout needed
             self._header_text = text
             self._header.update(text, layout=False)
+
+    def fork_count(self) -> int:
+        """How many of the reply's tokens are forks. Counted incrementally while it streams (a
+        flush costs O(new tokens)); the last token is always looked at again, since the finished
+        reply settles it."""
+        tokens, key = self.tokens, (self.node.version, self.forks)
+        counted, forks = self._forks_before
+        if self._forks_of is None or self._forks_of[0] is not key[0] or self._forks_of[1] != key[1] \
+                or counted > len(tokens) - 1:
+            self._forks_of, counted, forks = key, 0, 0
+        while counted < len(tokens) - 1:
+            forks += self.forks.is_fork(tokens[counted])
+            counted += 1
+        self._forks_before = (counted, forks)
+        return forks + (1 if tokens and self.forks.is_fork(tokens[-1]) else 0)
+
+    def set_forks(self, rule: ForkRule) -> None:
+        """Count forks by another rule (the thresholds changed)."""
+        self.forks = rule
+        if self._ready:
+            self._update_header()
 
     def on_resize(self) -> None:
         self._update_header()

@@ -12,6 +12,7 @@ ones when the view scrolls up to them or the cursor moves to them, so opening an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual.containers import VerticalScroll
@@ -21,12 +22,15 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
+from engine.core.api import TokenEvent
+from engine.core.forks import ForkRule
 from tui.app.bindings import bindings_for
 from tui.app.messages import CandidateChosen, SearchStep, TokenSelected
 from engine.core.chat.conversation import Conversation, Node, Version
 from tui.app.widgets.message_views import AssistantView, UserView, Welcome, welcome_text
 from tui.app.widgets.token_chunk import TokenChunk
 from tui.app.widgets.render import HeatPalette
+from tui.app.widgets.token_jumps import find_token
 from tui.app.widgets.transcript_window import BATCH, earlier_text, plan
 
 
@@ -58,6 +62,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.conversation = Conversation()
         self.heat: HeatPalette | None = None
         self.low_threshold = 0.1
+        self.forks = ForkRule()  # what f / F stop at and the replies' headers count (the screen sets it)
         self.selected: AssistantView | None = None  # the reply holding the token cursor
         self._model: str | None = None  # the loaded model's name for the welcome; None: the demo
         self._plain = False  # the loaded model has no chat template (the welcome says so)
@@ -195,7 +200,7 @@ class Transcript(VerticalScroll, can_focus=True):
     def _view_for(self, node: Node) -> UserView | AssistantView:
         if node.role == "assistant":
             view = AssistantView(node)
-            view.heat = self.heat
+            view.heat, view.forks = self.heat, self.forks
             return view
         return UserView(node)
 
@@ -218,6 +223,12 @@ class Transcript(VerticalScroll, can_focus=True):
         view.sync()
         if follow:
             self._select(view, len(view.tokens) - 1 if view.tokens else None, scroll=False)
+
+    def set_forks(self, rule: ForkRule) -> None:
+        """New fork thresholds: f / F stop by them and every reply's header counts by them."""
+        self.forks = rule
+        for view in self.query_children(AssistantView):
+            view.set_forks(rule)
 
     def set_heat(self, heat: HeatPalette | None) -> None:
         self.heat = heat
@@ -326,32 +337,31 @@ class Transcript(VerticalScroll, can_focus=True):
         if self.searching:
             self.post_message(SearchStep(step))
             return
+        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
+        self._jump(step, lambda token: token.logprob < limit, f"No token below {self.low_threshold * 100:g}%")
+
+    def action_next_fork(self, step: int) -> None:
+        """Jump to the next/previous fork (`engine.core.forks`: the model unsure there), as n / N
+        do to unlikely tokens; its candidates and what-if previews then show beside."""
+        rule = self.forks
+        self._jump(step, rule.is_fork, f"No fork ({rule.describe()})")
+
+    def _jump(self, step: int, hit: Callable[[TokenEvent], bool], none: str) -> None:
+        """Move the cursor to the next/previous token `hit` accepts (`token_jumps.find_token`),
+        or say `none` and where it looked."""
         replies = self._reply_nodes()
         if not replies:
             self.notify("No reply to look in yet.", timeout=3)
             return
         chosen = self.selected
-        view = chosen if chosen is not None and chosen.cursor is not None and any(n is chosen.node for n in replies) \
-            else None
-        if view is None:
-            at = 0 if step > 0 else len(replies) - 1
-            index = 0 if step > 0 else len(replies[at].version.tokens or []) - 1
-        else:
-            at = next(i for i, node in enumerate(replies) if node is view.node)
-            index = (view.cursor or 0) + step
-        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
-        while 0 <= at < len(replies):
-            tokens = replies[at].version.tokens or []
-            while 0 <= index < len(tokens):
-                if tokens[index].logprob < limit:
-                    self._select(self._revealed(replies[at]), index)
-                    return
-                index += step
-            at += step
-            if 0 <= at < len(replies):
-                index = 0 if step > 0 else len(replies[at].version.tokens or []) - 1
-        where = "in this chat" if view is None else "after this one" if step > 0 else "before this one"
-        self.notify(f"No token below {self.low_threshold * 100:g}% {where}.", timeout=3)
+        at = next((i for i, node in enumerate(replies) if chosen is not None and node is chosen.node), None)
+        start = (at, chosen.cursor) if at is not None and chosen is not None and chosen.cursor is not None else None
+        found = find_token([node.version.tokens or [] for node in replies], start, step, hit)
+        if found is not None:
+            self._select(self._revealed(replies[found[0]]), found[1])
+            return
+        where = "in this chat" if start is None else "after this one" if step > 0 else "before this one"
+        self.notify(f"{none} {where}.", timeout=3)
 
     def action_reply(self, step: int) -> None:
         replies = self._reply_nodes()
