@@ -15,7 +15,10 @@ from tui_helpers import SIZE, palette_run, screen_text, send, wait_until
 
 from engine.core.forks import ForkRule
 from engine.scripted import ScriptedEngine
+from textual.widgets import DataTable
+
 from tui.app.screens.dialogs import ValueDialog
+from tui.app.screens.help import HelpScreen
 from tui.app.widgets.candidates import CandidatesPanel
 from tui.app.widgets.message_views import AssistantView
 from tui.app.widgets.previews import PreviewsPanel
@@ -50,6 +53,20 @@ async def test_f_and_shift_f_step_through_the_forks(make_app: Any) -> None:
         await wait_until(pilot, lambda: any(n.message.startswith("No fork (entropy > 1 nats or top two within 10 points)")
                                             and n.message.endswith("after this one.") for n in app._notifications))
         assert cursor(app) == BRANCHES
+
+
+async def test_the_key_bar_and_help_name_the_fork_keys(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: " f Fork " in screen_text(app).splitlines()[-1])
+        await pilot.press("f1")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        table = app.screen.query_one(DataTable)
+        rows = [tuple(str(cell) for cell in table.get_row_at(i)) for i in range(table.row_count)]
+        assert any("f" in row and "token.next_fork" in row for row in rows)
+        assert any("F" in row and "token.prev_fork" in row for row in rows)
 
 
 async def test_f_goes_on_into_the_next_reply(make_app: Any) -> None:
