@@ -14,6 +14,10 @@ Behaviours a caller can rely on, because the real engine has them too:
 - `continue_last=True` continues a partial reply: indices start at ``len(token_ids)``.
 - the prompt is "tokenized" into ids and the longest common prefix with the previous turn is
   reported as reused, so cache statistics look like the real ones.
+- `score` and `probe` read the same scripted prompt: each word's raw probability and alternatives
+  come from `scored` (a `ScriptedToken` per word; any other word has probability `SCORED_PROB`
+  and no alternative), with the perplexities of `engine.core.api.perplexity`. `scoring=False`
+  makes a model that cannot score (as a server without prompt logprobs), with its one line why.
 
 `hold_after=n` stops each reply after its n-th token until `release()`: a test that must see a
 reply mid-stream catches it there instead of racing a timer (a busy CPU can stall the test's poll
@@ -30,6 +34,7 @@ from typing import AsyncGenerator, Sequence, Union
 from engine.core.api import (
     FinishReason,
     NO_MODEL,
+    Abilities,
     Candidate,
     ContextLimitError,
     EngineError,
@@ -44,13 +49,24 @@ from engine.core.api import (
     PreviewFinished,
     PreviewRequest,
     PreviewToken,
+    ProbeRequest,
+    ProbeResult,
     ProgressCallback,
     SamplingParams,
+    MessageScore,
+    Scored,
+    ScoreRequest,
     TokenEvent,
     TurnFinished,
+    check_probe_request,
+    check_score_request,
+    perplexity,
 )
 
-__all__ = ["ScriptedEngine", "ScriptedToken", "DEMO_SCRIPT", "ReplySpec"]
+__all__ = ["ScriptedEngine", "ScriptedToken", "DEMO_SCRIPT", "ReplySpec", "SCORED_PROB", "NO_SCORING"]
+
+SCORED_PROB = 0.25  # the raw probability of a scored word the script says nothing about
+NO_SCORING = "This scripted model cannot score the text it reads (as a server without prompt logprobs)."
 
 
 @dataclass(frozen=True)
@@ -138,6 +154,8 @@ class ScriptedEngine:
         opens_thinking: bool = False,
         drops_past_thinking: bool = False,
         hold_after: int | None = None,
+        scored: dict[str, ScriptedToken] | None = None,
+        scoring: bool = True,
     ) -> None:
         self.replies = [[_as_token(t) for t in reply] for reply in replies] or [[_as_token("…")]]
         self.token_delay = token_delay
@@ -163,6 +181,10 @@ class ScriptedEngine:
         self._turn = 0
         self.hold_after = hold_after
         self._released = asyncio.Event()
+        self.scored = dict(scored or {})  # word -> its scripted statistics when scored
+        self.scoring = scoring  # False: the model declares it cannot score nor probe
+        self.score_requests: list[ScoreRequest] = []  # every score request seen
+        self.probe_requests: list[ProbeRequest] = []  # every probe request seen
 
     @property
     def model(self) -> ModelInfo | None:
@@ -189,6 +211,8 @@ class ScriptedEngine:
             context_limit=self.context_limit, vocab_size=32000, has_chat_template=self.has_chat_template,
             parameters=1_000_000, dtype="float32", blas="scripted", supports_thinking=self.supports_thinking,
             opens_thinking=self.opens_thinking, drops_past_thinking=self.drops_past_thinking,
+            abilities=Abilities() if self.scoring else Abilities(
+                scoring=False, probes=False, why=(("scoring", NO_SCORING), ("probes", NO_SCORING))),
         )
         return self._model
 
@@ -297,6 +321,81 @@ class ScriptedEngine:
         text = "".join(token.text for token in shown)
         reason: FinishReason = "length" if len(script) > request.tokens else "stop"
         yield PreviewFinished(tuple(Preview(c, ids, text, reason) for c in request.candidates), 0.0)
+
+    async def score(self, request: ScoreRequest) -> Scored:
+        """The scripted prompt's words, each scored from `scored` (see the module docstring)."""
+        self._check_scoring()
+        check_score_request(request)
+        self.score_requests.append(request)
+        await asyncio.sleep(0)
+        ids, spans = self._score_ids(request)
+        if len(ids) > self.context_limit:
+            raise ContextLimitError(f"The text is {len(ids)} tokens but the context limit is {self.context_limit}.")
+        reused = self._reuse(ids)
+        self._cache = list(ids)
+        tokens = tuple(self._scored_event(position, self._vocab.texts[ids[position]], request.candidates)
+                       for position in range(1, len(ids)))
+        messages = tuple(self._message_score(number, start, end, tokens) for number, (start, end) in enumerate(spans))
+        chat = [t.logprob for m in messages for t in tokens[max(m.start - 1, 0):m.end - 1]]
+        whole = perplexity(chat) if request.text is None else perplexity([t.logprob for t in tokens])
+        return Scored(tuple(ids), tokens, messages, whole, reused, 0.0)
+
+    async def probe(self, request: ProbeRequest) -> tuple[ProbeResult, ...]:
+        """Each phrase's words scored from `scored`, at the given position of the scripted prompt."""
+        self._check_scoring()
+        check_probe_request(request)
+        self.probe_requests.append(request)
+        await asyncio.sleep(0)
+        ids, _ = self._score_ids(request.context)
+        if request.position > len(ids):
+            raise EngineError(f"Probe position {request.position} is past the text's {len(ids)} tokens.")
+        results = []
+        for phrase in request.phrases:
+            words = self._vocab.encode(phrase) or [self._vocab.id_of(phrase)]
+            events = [self._scored_event(n, self._vocab.texts[word], 0) for n, word in enumerate(words)]
+            logprobs = tuple(event.logprob for event in events)
+            results.append(ProbeResult(phrase, tuple(words), tuple(e.piece for e in events), logprobs,
+                                       math.fsum(logprobs), events[0].rank or 1))
+        return tuple(results)
+
+    def _check_scoring(self) -> None:
+        if self.closed:
+            raise EngineError("the engine is closed")
+        if self._model is None:
+            raise EngineError(NO_MODEL)
+        if not self.scoring:
+            raise EngineError(NO_SCORING)
+
+    def _score_ids(self, request: ScoreRequest) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids `request` reads and each message's (start, end) span in them."""
+        if request.text is not None:
+            return self._vocab.encode(request.text) or [self._vocab.id_of(request.text)], []
+        ids: list[int] = []
+        spans = []
+        for message in request.messages:
+            ids.append(self._vocab.id_of(f"<|{message.role}|>"))
+            start = len(ids)
+            ids.extend(message.token_ids if message.token_ids is not None else self._vocab.encode(message.text))
+            spans.append((start, len(ids)))
+        return ids, spans
+
+    def _scored_event(self, position: int, text: str, candidates: int) -> TokenEvent:
+        """A read word's TokenEvent: its scripted probability and alternatives, nothing sampled."""
+        token = self.scored.get(text, ScriptedToken(text, SCORED_PROB))
+        listed = sorted([(token.text, token.prob), *token.alternatives], key=lambda c: -c[1])
+        probs = [p for _, p in listed]
+        return TokenEvent(
+            index=position, id=self._vocab.id_of(text), text=text, piece=text,
+            logprob=math.log(max(token.prob, 1e-12)), sampled_prob=None,
+            rank=1 + sum(p > token.prob for p in probs), entropy=_entropy(probs),
+            candidates=tuple(Candidate(self._vocab.id_of(t), t, math.log(max(p, 1e-12)), None)
+                             for t, p in listed[:candidates]),
+        )
+
+    @staticmethod
+    def _message_score(number: int, start: int, end: int, tokens: tuple[TokenEvent, ...]) -> MessageScore:
+        own = [t.logprob for t in tokens[max(start - 1, 0):max(end - 1, 0)]]
+        return MessageScore(number, start, end, len(own), perplexity(own))
 
     def _check(self, request: GenerateRequest) -> None:
         if self.closed:
