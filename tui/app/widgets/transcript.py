@@ -380,14 +380,15 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def action_next_fork(self, step: int) -> None:
         """Jump to the next/previous fork (`engine.core.forks`: the model unsure there), as n / N
-        do to unlikely tokens; its candidates and what-if previews then show beside."""
+        do to unlikely tokens, in the replies only (a fork is where a reply could have gone
+        another way); its candidates and what-if previews then show beside."""
         rule = self.forks
-        self._jump(step, rule.is_fork, f"No fork ({rule.describe()})")
+        self._jump(step, rule.is_fork, f"No fork ({rule.describe()})", replies_only=True)
 
-    def _jump(self, step: int, hit: Callable[[TokenEvent], bool], none: str) -> None:
+    def _jump(self, step: int, hit: Callable[[TokenEvent], bool], none: str, replies_only: bool = False) -> None:
         """Move the cursor to the next/previous token `hit` accepts (`token_jumps.find_token`),
         or say `none` and where it looked."""
-        replies = self._reply_nodes()
+        replies = [n for n in self._reply_nodes() if n.role == "assistant" or not replies_only]
         if not replies:
             self.notify("No reply to look in yet.", timeout=3)
             return
