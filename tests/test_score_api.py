@@ -76,3 +76,16 @@ def test_a_remote_server_declares_it_cannot_score() -> None:
     assert not abilities.scoring and not abilities.probes
     assert "remote server" in abilities.reason("scoring")
     assert Abilities().scoring and Abilities().probes
+
+
+def test_message_spans_follow_ids_and_bytes_in_order() -> None:
+    from engine.core.scorespans import message_spans
+
+    smile = "😀".encode()
+    pieces = [b"<s>", b"user:", smile[:2], smile[2:] + b" hi", b" hi", b"<e>", b"bot:", b"\xd7", b"r", b"<e>"]
+    ids = list(range(len(pieces)))
+    # a text that starts inside a split character, then a reply found by its exact ids, then one not shown
+    spans = message_spans(["😀 hi hi", (7, 8), "missing"], ids, pieces)
+    assert spans == [(2, 5), (7, 9), (9, 9)]
+    assert message_spans(["  hi  "], ids, pieces) == [(3, 4)]  # a template that trims: found stripped
+    assert message_spans([" hi", " hi"], ids, pieces) == [(3, 4), (4, 5)]  # in order, never twice

@@ -344,7 +344,9 @@ class ScoreRequest:
     """What to score: the prompt a turn would render for `messages` (its template, the replies as
     their exact ids, `continue_last` and `thinking` as in `GenerateRequest`), or, with `text`
     set (and no messages), that plain text alone, tokenized as the model's tokenizer does with
-    its special tokens (a BOS where the model adds one; `logitscope score`).
+    its special tokens (a BOS where the model adds one; `logitscope score`). A chat that ends
+    with a reply is scored with ``continue_last=True`` (the reply's ids, no end-of-turn marker
+    after them); one that ends with a user message reads the generation prompt after it.
 
     `candidates`: the top-N listed per token (0 to `MAX_SCORE_CANDIDATES`)."""
 

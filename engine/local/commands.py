@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from engine.core.api import GenerateRequest, LoadProgress, Message, PreviewRequest, TurnControl
+from engine.core.api import GenerateRequest, LoadProgress, Message, PreviewRequest, ProbeRequest, ScoreRequest, TurnControl
 
 Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
 
@@ -70,8 +70,28 @@ class PreviewCommand:
 
 
 @dataclass(frozen=True)
+class ScoreCommand:
+    """Score what a conversation or a text reads (`engine.local.scoring`); `sink` gets the Scored
+    or an EngineError. `cancelled` (the caller left) stops it between chunks."""
+
+    request: ScoreRequest
+    cancelled: threading.Event
+    sink: Sink
+
+
+@dataclass(frozen=True)
+class ProbeCommand:
+    """Probe phrases at a position (`engine.local.scoring`); `sink` gets the tuple of ProbeResults
+    or an EngineError."""
+
+    request: ProbeRequest
+    sink: Sink
+
+
+@dataclass(frozen=True)
 class StopCommand:
     """Ends the thread after everything queued before it."""
 
 
-Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, PreviewCommand, StopCommand]
+Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, PreviewCommand, ScoreCommand,
+                ProbeCommand, StopCommand]

@@ -30,6 +30,8 @@ from engine.local.commands import (
     LoadCommand,
     PrepareCommand,
     PreviewCommand,
+    ProbeCommand,
+    ScoreCommand,
     StopCommand,
 )
 from engine.local.loaders import MlxLoader, ModelLoader
@@ -127,6 +129,8 @@ class EngineWorker:
                 self._count(command, self._session)
             elif isinstance(command, PreviewCommand):
                 self._preview(command, self._session)
+            elif isinstance(command, (ScoreCommand, ProbeCommand)):
+                self._score(command, self._session)
             else:
                 self._generate(command, self._session)
                 self._turn_unsaved = True
@@ -261,6 +265,24 @@ class EngineWorker:
             command.sink(exc)
         except Exception as exc:  # noqa: BLE001 - the thread lives on; the caller gets one line
             command.sink(EngineError(f"Preview failed: {one_line(exc)}"))
+
+    def _score(self, command: ScoreCommand | ProbeCommand, session: Session | None) -> None:
+        """Score or probe (`engine.local.scoring`); a failure leaves a clean cache and one line."""
+        if session is None:
+            command.sink(EngineError(NO_MODEL))
+            return
+        try:
+            from engine.local.scoring import run_probe, run_score
+
+            if isinstance(command, ScoreCommand):
+                command.sink(run_score(session, command.request, command.cancelled))
+            else:
+                command.sink(run_probe(session, command.request))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # noqa: BLE001 - the thread lives on; the caller gets one line
+            session.reset_cache()  # the cache may hold ids the bookkeeping never saw
+            command.sink(EngineError(f"Scoring failed: {one_line(exc)}"))
 
     def _generate(self, command: GenerateCommand, session: Session | None) -> None:
         """Run one turn; any failure ends it with one EngineError and a clean cache."""

@@ -29,9 +29,11 @@ from engine.core.api import (
     EngineError,
     GenerateRequest,
     Message,
+    ModelInfo,
     ModelLoadError,
     ParamError,
     SamplingParams,
+    ScoreRequest,
     TurnFinished,
 )
 from engine.core.chat.context import fit_turn, left_out_note
@@ -89,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the longest a reply from a server may take in all (default: [engine] turn_timeout_s)")
     run.add_argument("--thinking", choices=("on", "off"), help="a reasoning model's thinking switch, where its chat "
                      "template has one (Qwen3's enable_thinking); default: the template's")
+    run.add_argument("--score", action="store_true", help="after the last reply, read the whole chat back and "
+                     "print its perplexity and each message's (teacher-forced; a JSON line with --json)")
     run.add_argument("--save", action="store_true", help="keep the conversation in the library and say its id")
     run.add_argument("--continue", dest="continue_id", metavar="ID", help="continue a chat from the library "
                      "(its replies as their exact token ids when the model is the same); new turns are saved to it")
@@ -118,6 +122,7 @@ class RunPlan:
     save: bool = False  # keep the chat in the library (--save, or --continue)
     continue_id: str | None = None
     thinking: bool | None = None  # --thinking on/off; None: the template's default
+    score: bool = False  # --score: the chat's perplexities after the last reply
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -161,6 +166,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         save=args.save or args.continue_id is not None,
         continue_id=args.continue_id,
         thinking=None if args.thinking is None else args.thinking == "on",
+        score=args.score,
     )
 
 
@@ -266,6 +272,8 @@ async def run_conversation(
             messages.append(_reply(done, plan.thinking, info.drops_past_thinking))
             if chat is not None:
                 _warn_once(err, chat.reply(done, request.params, info.path) or chat.problem, said)
+        if plan.score:
+            await _score_chat(engine, info, messages, plan.thinking, printer)
     except BaseException as stopped:  # a signal (CancelledError), a failure: keep the reply so far
         if chat is not None and in_turn:
             chat.cut("error" if isinstance(stopped, Exception) else "cancelled", folder)
@@ -274,6 +282,16 @@ async def run_conversation(
         if in_turn:
             engine.cancel()
         await engine.close()
+
+
+async def _score_chat(engine: EngineAPI, info: ModelInfo, messages: list[Message], thinking: bool | None,
+                      printer: Printer) -> None:
+    """--score: the whole chat read back, teacher-forced (`EngineAPI.score`), its perplexities printed."""
+    if not info.abilities.scoring:
+        raise EngineError(info.abilities.reason("scoring") or f"{info.name} cannot score the chat (--score).")
+    continued = bool(messages) and messages[-1].role == "assistant"
+    scored = await engine.score(ScoreRequest(tuple(messages), candidates=0, continue_last=continued, thinking=thinking))
+    printer.scored(scored, messages)
 
 
 def _reply(done: TurnFinished, thinking: bool | None, drop_thinking: bool) -> Message:
