@@ -22,6 +22,8 @@ def test_the_library_section_builds_its_database_and_reports_every_row(tmp_path:
     labels = [row.label for row in section.rows]
     assert any(label.startswith("filter: one key") for label in labels)
     assert any(label.startswith("screen: key -> filtered rows") for label in labels)
+    assert any(label.startswith("screen: Enter on a 2,000-message chat") for label in labels)
+    assert "quit with that chat open" in labels
     assert all(row.stat.median > 0 for row in section.rows)
     assert len(Library(tmp_path / "library-bench.sqlite3").entries()) == 21  # 20 built + the streaming save
 

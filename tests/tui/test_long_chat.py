@@ -15,7 +15,7 @@ from engine.core.chat.store import last_conversation_path, save_conversation
 from engine.scripted import ScriptedEngine
 from tui.app.widgets.message_views import AssistantView, UserView
 from tui.app.widgets.transcript import EarlierMessages, Transcript
-from tui.app.widgets.transcript_window import BATCH, WINDOW, plan
+from tui.app.widgets.transcript_window import BATCH, MOST, WINDOW, plan, window_for
 from tui_helpers import SIZE, screen_text, wait_idle, wait_until
 
 
@@ -58,6 +58,28 @@ async def test_a_2000_message_chat_mounts_only_its_newest_messages(make_app: Any
         line = app.screen.query_one(EarlierMessages)
         hidden = 2000 - _views(app)
         assert f"{hidden:,} earlier messages" in str(line.render())
+
+
+async def test_a_chat_of_short_messages_opens_in_one_round_of_mounting(make_app: Any, tmp_path: Path,
+                                                                       monkeypatch: Any) -> None:
+    """Each round of mounting costs a whole layout (0.2-0.5 s here with 2,000 messages): the
+    opening mounts enough short messages to fill two screens at once, not a window and then more."""
+    rounds: list[int] = []
+    monkeypatch.setattr(Transcript, "_mount_earlier", lambda self, start: rounds.append(start))
+    save_conversation(_chat(1000), last_conversation_path(tmp_path / "state"))
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await _resume(app, pilot, 2000)
+        await pilot.pause()
+        transcript = app.screen.query_one(Transcript)
+        assert rounds == [] and transcript.virtual_size.height >= 2 * transcript.size.height
+
+
+def test_the_window_is_sized_by_the_messages_text() -> None:
+    short = [Node("user", [Version("hi")]) for _ in range(300)]
+    long = [Node("user", [Version("word " * 400)]) for _ in range(300)]
+    assert window_for(short, 72, 120) > WINDOW > window_for(long, 72, 120) >= 2
+    assert window_for(short, 72, 120) <= MOST and window_for(short, 0, 0) == WINDOW
 
 
 async def test_scrolling_up_mounts_earlier_messages_until_the_first(make_app: Any, tmp_path: Path) -> None:
@@ -112,3 +134,19 @@ def test_the_window_keeps_what_still_matches_and_restarts_when_a_chat_opens() ->
     assert (edited_above.keep, edited_above.first) == (0, 100 - WINDOW)
     emptied = plan(path, 90, 10, [])
     assert (emptied.keep, emptied.first, emptied.mount_from) == (0, 0, 0)
+
+
+async def test_views_removed_in_the_tick_they_were_mounted_in_do_not_crash_the_app(make_app: Any) -> None:
+    """A chat replaced while it opens: its views get Mount without their children (Textual), which
+    crashed the app (NoMatches '#header') about once in four when a long chat was opened."""
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        transcript = app.screen.query_one(Transcript)
+        for _ in range(3):
+            transcript.show(_chat(30))
+            transcript.clear()
+        transcript.show(_chat(3))
+        await pilot.pause()
+        await wait_until(pilot, lambda: "a2 end" in screen_text(app))
+    assert app.return_code in (None, 0) and app._exception is None

@@ -118,9 +118,15 @@ class AssistantView(Vertical):
         yield Vertical(id="tokens")
 
     def on_mount(self) -> None:
-        self._header = self.query_one("#header", Static)
-        self._fold_line = self.query_one("#thinking", Static)
-        self._tokens_box = self.query_one("#tokens", Vertical)
+        """Take the composed children. A view removed in the same tick it was mounted in (a chat
+        replaced while it opened) still gets Mount, without its children: it must not crash the app."""
+        header = self.query("#header").results(Static)
+        fold_line = self.query("#thinking").results(Static)
+        tokens_box = self.query("#tokens").results(Vertical)
+        found = next(header, None), next(fold_line, None), next(tokens_box, None)
+        if None in found or self._closing or self._closed:
+            return
+        self._header, self._fold_line, self._tokens_box = found  # type: ignore[assignment]
         self._ready = True
         self.rebuild()
 

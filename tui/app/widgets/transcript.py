@@ -32,7 +32,7 @@ from tui.app.widgets.token_chunk import TokenChunk
 from tui.app.widgets.render import HeatPalette
 from tui.app.scores import ChatScores
 from tui.app.widgets.token_jumps import find_token
-from tui.app.widgets.transcript_window import BATCH, earlier_text, plan
+from tui.app.widgets.transcript_window import window_for, BATCH, earlier_text, plan
 
 
 class EarlierMessages(Static):
@@ -106,7 +106,8 @@ class Transcript(VerticalScroll, can_focus=True):
         path = self._system_nodes(conversation) + conversation.path()
         self._welcome(not path)
         views = self._views()
-        change = plan(self._path, self._first, len(views), path)
+        size = self.size if self.size.height else self.app.size  # not laid out yet: the terminal's
+        change = plan(self._path, self._first, len(views), path, window_for(path, 2 * size.height, size.width))
         for view in views[change.keep:]:
             if view is self.selected:
                 self.selected = None

@@ -56,6 +56,14 @@ class UserView(Vertical):
         yield Static(id="text", markup=False)
 
     def on_mount(self) -> None:
+        """Take the composed children. A view removed in the tick it was mounted in (a chat
+        replaced while it opened) gets Mount without them: it must not crash the app (as
+        `AssistantView.on_mount`)."""
+        header = next(self.query("#header").results(Static), None)
+        text = next(self.query("#text").results(Static), None)
+        if header is None or text is None or self._closing or self._closed:
+            return
+        self._header, self._text = header, text
         self._ready = True
         self.sync()
 
@@ -92,9 +100,9 @@ class UserView(Vertical):
 
     def draw(self, header: str, text: str) -> None:
         """Draw the header, then the tokens (scored) or the plain text."""
-        self.query_one("#header", Static).update(header)
+        self._header.update(header)
         tokens = self.tokens
-        plain = self.query_one("#text", Static)
+        plain = self._text
         if self._chunk is not None:
             self._chunk.remove()
             self._chunk = None
