@@ -52,6 +52,14 @@ class LogitscopeCommands(Provider):
                     "template renders them (dropped where it drops them: less context, the last reply re-read)"))
         out.append(("Previews on/off", chat.action_toggle_previews,
                     "Turn the what-if previews under the candidates off, or on again"))
+        if chat.scope.can_probe():
+            out.append(("Probe a phrase at the cursor…", chat.scope.probe,
+                        "Type a word or phrase: its probability in place of the selected token, and its "
+                        "first token's rank"))
+        for setting, what in (("entropy", "an entropy (nats) above which"),
+                              ("margin", "a margin of the top two probabilities within which")):
+            out.append((f"Set fork {setting}…", partial(chat.scope.edit_fork, setting),
+                        f"Forks (f / F, the count in each reply's header): {what} a token is one"))
         for name, label in ALL_PARAMS:
             out.append((f"Set {label}…", partial(chat.edit_param, name), f"Type an exact {label}"))
         for order in ORDERS:

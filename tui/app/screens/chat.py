@@ -30,6 +30,8 @@ from tui.app.previews import Previews
 from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.chat_previews import PreviewActions
+from tui.app.scores import ScoresChanged
+from tui.app.screens.chat_scope import ScopeActions
 from tui.app.screens.chat_search import SearchActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
@@ -80,6 +82,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self._dropped = 0  # oldest messages the last turn left out to fit the context
         self._prompt_tokens: int | None = None  # the streaming reply's prompt length, where counted
         self.previews = Previews(self.controller.engine, self.post_message, config.preview)
+        self.scope = ScopeActions(self, config.ui.forks)  # scores, probes, forks (#33)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -97,6 +100,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
     def on_mount(self) -> None:
         transcript = self.query_one(Transcript)
         transcript.low_threshold = self.config.ui.low_prob_threshold
+        self.scope.mounted()
         self.query_one(ParamsPanel).params = self.controller.params
         self._apply_heat()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_heat())
@@ -142,6 +146,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         if any(v.tokens is not None and not v.ids_fit(event.info.path)
                for n in conversation.iter_nodes() for v in n.versions):
             self.notify(f"Now using {event.info.name}: the replies so far continue as text.")
+        self.scope.rescore()
 
     @on(msg.ModelLoadFailed)
     def _load_failed(self, event: msg.ModelLoadFailed) -> None:
@@ -206,6 +211,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         bar.stats = event.stats
         bar.past_thinking = self.controller.past_thinking_label()
         bar.state = ("stopped" if event.reason == "cancelled" else "ready") + self._dropped_note()
+        self.scope.rescore()
 
     @on(msg.GenerationFailed)
     def _failed(self, event: msg.GenerationFailed) -> None:
@@ -254,16 +260,28 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
     @on(msg.TokenSelected)
     def _token_selected(self, event: msg.TokenSelected) -> None:
         panel = self.query_one(CandidatesPanel)
-        tokens = event.node.version.tokens if event.node is not None else None
         panel.streaming = False
-        panel.token = tokens[event.index] if tokens and event.index is not None else None
+        panel.token = event.token
         self.preview_cursor(event.node, event.index)
+
+    @on(Transcript.Shown)
+    def _shown(self) -> None:
+        self.scope.rescore()
+
+    @on(ScoresChanged)
+    def _scores_changed(self, event: ScoresChanged) -> None:
+        self.scope.scores_changed(event)
+
+    def action_probe_phrase(self) -> None:
+        self.scope.probe()
 
     @on(msg.CandidateChosen)
     def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
         cursor = self.query_one(Transcript).cursor or self._panel_cursor()
         if cursor is None:
             self.notify("Select a token first (Esc, then ←/→).", severity="warning")
+        elif cursor[0].role != "assistant":
+            self.notify("This is text the model reads: a branch starts at a reply's token.", severity="warning")
         elif (why := self.controller.branch(cursor[0], cursor[1], event.position,
                                             self.preview_continuation(cursor[0], cursor[1], event.position))) is not None:
             self.notify(why, severity="warning")
@@ -396,6 +414,8 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         """Escape stops only while streaming; otherwise it falls through (leave the input)."""
         if action == "stop":
             return self.controller.busy
+        if action == "probe_phrase":
+            return self.scope.can_probe()  # hidden where the engine cannot (said once at load)
         return True
 
     def action_stop(self) -> None:

@@ -15,6 +15,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from engine.core.api import TokenEvent
+from engine.core.forks import ForkRule
 from tui.app.bindings import bindings_for
 from tui.app.messages import CandidateBias, CandidateChosen
 from tui.app.widgets.render import bar, log_text, percent, safe_log, visible
@@ -40,6 +41,8 @@ class CandidatesPanel(Widget, can_focus=True):
     row: reactive[int] = reactive(0)
     streaming: reactive[bool] = reactive(False)
     logprobs: reactive[bool] = reactive(False)  # natural-log probabilities instead of percent
+    forks: reactive[ForkRule] = reactive(ForkRule)  # a fork is marked in the summary (#33.4)
+    probe: reactive[str] = reactive("")  # the last probe's line at this token (#33.2)
 
     def on_mount(self) -> None:
         self.border_title = "candidates"
@@ -49,6 +52,7 @@ class CandidatesPanel(Widget, can_focus=True):
         self.refresh()  # bar colours come from the theme's variables
 
     def watch_token(self, token: TokenEvent | None) -> None:
+        self.probe = ""  # it was asked at the token shown before
         if token is None or self.row >= len(token.candidates):
             self.row = 0
 
@@ -62,12 +66,15 @@ class CandidatesPanel(Widget, can_focus=True):
         if token is None:
             return Text("Select a token: Esc to leave the input (Shift+Tab while a reply streams: Esc "
                         "stops it), then ←/→, or click a token.", style="dim")
-        spacer = [Text("")] if self.size.height >= SUMMARY_ROWS + 2 + len(token.candidates) else []
+        spacer = [Text("")] if self.size.height >= self._summary_rows() + 2 + len(token.candidates) else []
         return Group(self._summary(token), *spacer, self._table(token))
 
     def _room(self) -> int:
         """How many candidate rows fit under the numbers and the column heads."""
-        return self.size.height - SUMMARY_ROWS - 1
+        return self.size.height - self._summary_rows() - 1
+
+    def _summary_rows(self) -> int:
+        return SUMMARY_ROWS + (1 if self.probe else 0)
 
     def _window(self, count: int) -> range:
         """The candidates shown: all that fit, from `_top`, which keeps the cursor's row in."""
@@ -94,8 +101,12 @@ class CandidatesPanel(Widget, can_focus=True):
         rank = UNKNOWN if token.rank is None else str(token.rank)
         entropy = UNKNOWN if token.entropy is None else f"{token.entropy:.2f} nats"
         text.append(f"\nrank {rank}  entropy {entropy}")
+        if self.forks.is_fork(token):
+            text.append("  fork", style="bold")
         if self.streaming:
             text.append("  (newest)", style="italic dim")
+        if self.probe:
+            text.append(f"\nprobe {self.probe}", style="italic")
         return text
 
     def _number(self, p: float, logprob: float) -> str:
