@@ -2,8 +2,9 @@
 
 Why characters: two models rarely share a tokenizer, so "token 7" means different text in each.
 What both do share is the text. Each side's tokens are laid end to end (their `piece`s, the text
-each token alone decodes to), which gives every token a character range; a boundary both sides
-have cuts the text into spans, and each span holds whole tokens of both sides. Where the two
+each token alone decodes to, with white space left out: tokenizers mark spaces differently, one
+in front of a word, another dropping the first one), which gives every token a range of the
+text's other characters; a boundary both sides have cuts the text into spans, and each span holds whole tokens of both sides. Where the two
 tokenizers agree (the usual case for words), a span is one token on each side; where one splits
 a word the other keeps whole, the span is that word, with two tokens on one side and one on the
 other, and the numbers compare the span (the product of its tokens' probabilities on each side).
@@ -30,7 +31,7 @@ from engine.core.api import TokenEvent
 class Span:
     """One stretch of the text, with whole tokens of both sides in it."""
 
-    start: int  # character offset in the message's text as side A lays it out
+    start: int  # offset among the text's characters other than white space
     end: int
     a: tuple[int, ...]  # indexes into side A's tokens
     b: tuple[int, ...]  # indexes into side B's tokens
@@ -58,7 +59,7 @@ class Span:
 def align(a: Sequence[TokenEvent], b: Sequence[TokenEvent]) -> list[Span]:
     """The spans of the text both sides read (see the module docstring for the rule)."""
     a_ends, b_ends = _ends(a), _ends(b)
-    a_text, b_text = "".join(t.piece for t in a), "".join(t.piece for t in b)
+    a_text, b_text = "".join(_visible(t.piece) for t in a), "".join(_visible(t.piece) for t in b)
     same = _common_prefix(a_text, b_text)
     spans: list[Span] = []
     i = j = start = 0
@@ -76,16 +77,21 @@ def align(a: Sequence[TokenEvent], b: Sequence[TokenEvent]) -> list[Span]:
             break  # no common boundary within the text both have: the rest is one span
         spans.append(_span(a, b, range(i, next_i), range(j, next_j), start, end, exact=True))
         i, j, start = next_i, next_j, end
-    if i < len(a) or j < len(b):
-        spans.append(_span(a, b, range(i, len(a)), range(j, len(b)), start, len(a_text), exact=False))
+    if i < len(a) or j < len(b):  # exact only when all that is left is white space on both sides
+        spans.append(_span(a, b, range(i, len(a)), range(j, len(b)), start, len(a_text),
+                           exact=a_text[start:] == b_text[start:] == ""))
     return spans
+
+
+def _visible(piece: str) -> str:
+    return "".join(piece.split())
 
 
 def _ends(tokens: Sequence[TokenEvent]) -> list[int]:
     """Each token's end offset when the pieces are laid end to end."""
     out, at = [], 0
     for token in tokens:
-        at += len(token.piece)
+        at += len(_visible(token.piece))
         out.append(at)
     return out
 

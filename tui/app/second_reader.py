@@ -20,7 +20,7 @@ from engine.core.api import EngineAPI, EngineError, ModelInfo, ScoreRequest, Sco
 from engine.core.chat.conversation import Conversation, Node
 from engine.core.compare import Span, align
 from engine.core.memory import available_bytes
-from engine.models.size import why_it_does_not_fit
+from engine.models import why_it_does_not_fit
 
 CANDIDATES = 5  # enough to name each side's first choice
 
