@@ -38,9 +38,9 @@ async def test_the_panel_shows_the_token_under_both_models(make_app: Any) -> Non
         transcript = screen.query_one(Transcript)
         reply = app.controller.conversation.path()[-1]
         transcript.select_token(reply, 1)  # " upon"
-        await wait_until(pilot, lambda: "log-ratio" in str(line.render()))
+        await wait_until(pilot, lambda: "Δ" in str(line.render()))
         text = str(line.render())
-        assert "p 25% / 2%" in text and "log-ratio +2.53" in text and "(they differ)" in text
+        assert "token: p 25% / 2%  Δ +2.53" in text and text.endswith("≠")
 
 
 async def test_d_jumps_to_where_the_first_choices_differ_and_f3_colours_by_disagreement(make_app: Any) -> None:

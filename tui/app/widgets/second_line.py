@@ -24,21 +24,21 @@ def _ppl(value: float | None) -> str:
 
 
 def describe(name: str, perplexity: tuple[float | None, float | None], span: Span | None, busy: bool) -> str:
-    """The line's text (plain: model names and tokens are data, never markup)."""
-    head = f"2nd model: {printable(name)}  ·  ppl {_ppl(perplexity[0])} / {_ppl(perplexity[1])}"
+    """The line's text, in short lines that fit the side panel (plain: model names and tokens are
+    data, never markup). "A / B": the loaded model's number, then the second one's."""
+    head = f"2nd model: {printable(name)}\nppl {_ppl(perplexity[0])} / {_ppl(perplexity[1])} (this / 2nd)"
     if busy:
-        return f"{head}\n  reading the chat…"
+        return f"{head}\nreading the chat…"
     if span is None:
-        return f"{head}\n  d / D: where their first choices differ"
-    what = "this token" if len(span.a) == 1 and len(span.b) == 1 else \
-        f"this span ({len(span.a)} token{'s' if len(span.a) != 1 else ''} here, {len(span.b)} there)"
-    tops = ""
+        return f"{head}\nd / D: where first choices differ"
+    what = "token" if len(span.a) == 1 and len(span.b) == 1 else f"span {len(span.a)}/{len(span.b)} tok"
+    lines = [head, f"{what}: p {_p(span.a_logprob)} / {_p(span.b_logprob)}  Δ {span.log_ratio:+.2f}"]
     if span.a_top is not None and span.b_top is not None:
-        tops = f"\n  first choice: {printable(span.a_top)!r} / {printable(span.b_top)!r}" + \
-            ("  (they differ)" if span.tops_differ else "")
-    inexact = "" if span.exact else "\n  the two texts part here: the rest is compared whole"
-    return (f"{head}\n  {what}: p {_p(span.a_logprob)} / {_p(span.b_logprob)}, "
-            f"log-ratio {span.log_ratio:+.2f}{tops}{inexact}")
+        lines.append(f"1st choice: {printable(span.a_top)!r} / {printable(span.b_top)!r}"
+                     + ("  ≠" if span.tops_differ else ""))
+    if not span.exact:
+        lines.append("the texts part here: the rest is compared whole")
+    return "\n".join(lines)
 
 
 class SecondLine(Static):
