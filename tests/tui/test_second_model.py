@@ -1,5 +1,5 @@
 """A second model reads the chat (#33, item 5): opened beside the first, the side panel shows the
-token under the cursor under both models, F3 colours by disagreement, d / D jump to where their
+token under the cursor under both models, F3 colours by disagreement, e / E jump to where their
 first choices differ, and it closes (also at quit)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ async def test_d_jumps_to_where_the_first_choices_differ_and_f3_colours_by_disag
         screen = await _opened(app, pilot)
         transcript = screen.query_one(Transcript)
         transcript.focus()
-        await pilot.press("d")
+        await pilot.press("e")
         reply = app.controller.conversation.path()[-1]
         await wait_until(pilot, lambda: transcript.cursor == (reply, 1))
         for _ in range(3):

@@ -58,7 +58,7 @@ class LogitscopeCommands(Provider):
                         "first token's rank"))
         out.append(("Open a second model…", chat.open_second_model,
                     "A second model reads the chat beside the first: each token's probability under both, "
-                    "the heatmap by disagreement (F3), d / D to where their first choices differ"))
+                    "the heatmap by disagreement (F3), e / E to where their first choices differ"))
         if chat.second.open:
             out.append(("Close the second model", chat.close_second_model, "Free the second model's memory"))
         for setting, what in (("entropy", "an entropy (nats) above which"),

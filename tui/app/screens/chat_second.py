@@ -1,6 +1,6 @@
 """The chat screen's second model (#33, item 5): open and close it, have it read the chat when
 the chat rests, and show what it found: a line in the side panel for the token under the
-cursor, the heatmap by disagreement (F3), d / D to where the two models' first choices differ.
+cursor, the heatmap by disagreement (F3), e / E to where the two models' first choices differ.
 
 A typed helper the screen owns (as `ScopeActions` is), so the screen only forwards events.
 """
@@ -83,7 +83,7 @@ class SecondModelActions:
             self.screen.notify(why, severity="warning", timeout=10, markup=False)
             return
         self.screen.notify(f"{self.reader.name} reads the chat beside the first model: "
-                           "F3 shows where they disagree, d / D jump there.", timeout=8, markup=False)
+                           "F3 shows where they disagree, e / E jump there.", timeout=8, markup=False)
         self.comparison = None
         self.chat_rested()
 

@@ -30,7 +30,7 @@ def describe(name: str, perplexity: tuple[float | None, float | None], span: Spa
     if busy:
         return f"{head}\nreading the chat…"
     if span is None:
-        return f"{head}\nd / D: where first choices differ"
+        return f"{head}\ne / E: where first choices differ"
     what = "token" if len(span.a) == 1 and len(span.b) == 1 else f"span {len(span.a)}/{len(span.b)} tok"
     lines = [head, f"{what}: p {_p(span.a_logprob)} / {_p(span.b_logprob)}  Δ {span.log_ratio:+.2f}"]
     if span.a_top is not None and span.b_top is not None:
