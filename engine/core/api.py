@@ -320,6 +320,43 @@ PreviewEvent = PreviewToken | PreviewFinished
 
 
 @dataclass(frozen=True)
+class StageRequest:
+    """The stage view of one token (`EngineAPI.stages`): what each stage of the chain did to it.
+
+    `messages` and `continue_last` are the turn that drew the token, as it was sent (a fresh reply:
+    ending with the user message; a branch: ending with the partial reply it continued); `tokens`
+    are the ids that turn drew, up to and including the token shown (the last one); `params` the
+    ones it started with (their seed is the turn's), `changes` the mid-turn changes ((index into
+    `tokens`, params from there on), `Version.changes` shifted to the turn's start). `candidates`
+    are the ids the view lists (the stored token's candidates and the chosen one)."""
+
+    messages: tuple[Message, ...]
+    tokens: tuple[int, ...]
+    params: SamplingParams
+    candidates: tuple[int, ...]
+    changes: tuple[tuple[int, SamplingParams], ...] = ()
+    continue_last: bool = False
+    thinking: bool | None = None
+
+
+@dataclass(frozen=True)
+class StageView:
+    """Each stage in force for one token, with every listed candidate's probability after it.
+
+    Recomputed, not recorded (a turn keeps no logits row): the engine runs the model again over the
+    prompt and the reply up to the token, then the turn's chain with its parameters, seed and
+    state (`engine.local.stageview`); a replay that does not draw the stored token is refused
+    (EngineError), never shown. `logprobs` are the recomputed log p_raw of `candidates`, so a caller compares them with the
+    stored ones before trusting the table (float rounding of a batched forward pass: ~1e-6)."""
+
+    candidates: tuple[int, ...]
+    stages: tuple[tuple[str, tuple[float, ...]], ...]  # ("model", probs), each stage in force, ("final", probs)
+    removed_by: tuple[str, ...]  # per candidate: the stage that removed it; "" where it survived
+    token: int  # the token shown (the replay drew it)
+    logprobs: tuple[float, ...]  # recomputed log p_raw per candidate
+
+
+@dataclass(frozen=True)
 class LoadProgress:
     """Loading or downloading news while `EngineAPI.load` runs (fraction None = unknown)."""
 
@@ -338,6 +375,7 @@ class Abilities:
     token_counting: bool = True  # `count_tokens` counts exactly; without it the server checks the length
     live_params: bool = True  # a parameter change applies from the next token (else from the next reply)
     warm_up: bool = True  # `prepare` warms the cache for the message being typed
+    stage_view: bool = True  # `stages` recomputes each stage's distribution exactly (it needs full logits rows)
     why: tuple[tuple[str, str], ...] = ()  # (ability, the one line saying why it is missing)
 
     def reason(self, ability: str) -> str:
@@ -414,6 +452,12 @@ class EngineAPI(Protocol):
         within one decode step (its unfinished rows then end "cancelled"). Raises EngineError
         (one line: a bad request, or an engine that cannot preview). Leaving the iteration early
         stops it."""
+        ...
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """The stage view of the last of `request.tokens` (see `StageRequest`), queued after any
+        running turn. Raises EngineError (one line: a bad request, an engine that has no full
+        logits rows to recompute from)."""
         ...
 
     def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None

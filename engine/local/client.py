@@ -24,11 +24,15 @@ from engine.core.api import (
     PreviewToken,
     ProgressCallback,
     SamplingParams,
+    StageRequest,
+    StageView,
     TokenEvent,
     TurnControl,
     TurnFinished,
 )
-from engine.local.commands import CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, Sink
+from engine.local.commands import (
+    CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, Sink, StagesCommand,
+)
 from engine.local.loaders import ModelLoader
 from engine.local.options import EngineOptions
 from engine.local.worker import CLOSE_WAIT_S, EngineWorker
@@ -170,6 +174,18 @@ class Engine:
         if isinstance(item, BaseException):
             raise item
         assert isinstance(item, int)
+        return item
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """One token's stage view, recomputed on the engine thread after any running turn
+        (`engine.local.stagerows`). Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(StagesCommand(request, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, StageView)
         return item
 
     def set_params(self, params: SamplingParams) -> None:

@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from engine.core.api import GenerateRequest, LoadProgress, Message, PreviewRequest, TurnControl
+from engine.core.api import GenerateRequest, LoadProgress, Message, PreviewRequest, StageRequest, TurnControl
 
 Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
 
@@ -70,8 +70,18 @@ class PreviewCommand:
 
 
 @dataclass(frozen=True)
+class StagesCommand:
+    """Recompute one token's stage view (`engine.local.stagerows`); `sink` gets the StageView or
+    an EngineError."""
+
+    request: StageRequest
+    sink: Sink
+
+
+@dataclass(frozen=True)
 class StopCommand:
     """Ends the thread after everything queued before it."""
 
 
-Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, PreviewCommand, StopCommand]
+Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, PreviewCommand, StagesCommand,
+                StopCommand]

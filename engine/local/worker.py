@@ -30,6 +30,7 @@ from engine.local.commands import (
     LoadCommand,
     PrepareCommand,
     PreviewCommand,
+    StagesCommand,
     StopCommand,
 )
 from engine.local.loaders import MlxLoader, ModelLoader
@@ -127,6 +128,8 @@ class EngineWorker:
                 self._count(command, self._session)
             elif isinstance(command, PreviewCommand):
                 self._preview(command, self._session)
+            elif isinstance(command, StagesCommand):
+                self._stages(command, self._session)
             else:
                 self._generate(command, self._session)
                 self._turn_unsaved = True
@@ -261,6 +264,20 @@ class EngineWorker:
             command.sink(exc)
         except Exception as exc:  # noqa: BLE001 - the thread lives on; the caller gets one line
             command.sink(EngineError(f"Preview failed: {one_line(exc)}"))
+
+    def _stages(self, command: StagesCommand, session: Session | None) -> None:
+        """Recompute a token's stage view; it reads the session's cache, never changes it."""
+        if session is None:
+            command.sink(EngineError(NO_MODEL))
+            return
+        try:
+            from engine.local.stagerows import run_stage_view
+
+            command.sink(run_stage_view(session, command.request))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # noqa: BLE001 - the thread lives on; the caller gets one line
+            command.sink(EngineError(f"The stage view failed: {one_line(exc)}"))
 
     def _generate(self, command: GenerateCommand, session: Session | None) -> None:
         """Run one turn; any failure ends it with one EngineError and a clean cache."""
