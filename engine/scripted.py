@@ -46,6 +46,8 @@ from engine.core.api import (
     PreviewToken,
     ProgressCallback,
     SamplingParams,
+    StageRequest,
+    StageView,
     TokenEvent,
     TurnFinished,
 )
@@ -150,6 +152,7 @@ class ScriptedEngine:
         self.opens_thinking, self.drops_past_thinking = opens_thinking, drops_past_thinking  # likewise
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
         self.preview_requests: list[PreviewRequest] = []  # every preview request seen
+        self.stage_requests: list[StageRequest] = []  # every stage view asked
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
         self.drafts: list[str] = []  # and the draft that came with it
         self.params_seen: list[SamplingParams] = []  # the params each yielded token used
@@ -297,6 +300,30 @@ class ScriptedEngine:
         text = "".join(token.text for token in shown)
         reason: FinishReason = "length" if len(script) > request.tokens else "stop"
         yield PreviewFinished(tuple(Preview(c, ids, text, reason) for c in request.candidates), 0.0)
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """The stage view of a scripted token: its own (fake) chain, the listed candidates
+        re-weighted by temperature, so "final" is exactly the sampled column its event showed."""
+        if self.closed or self._model is None:
+            raise EngineError("the engine is closed" if self.closed else NO_MODEL)
+        await asyncio.sleep(0)
+        self.stage_requests.append(request)
+        prefix = list(request.messages[-1].token_ids or ()) if request.continue_last else []
+        ids = prefix + list(request.tokens)
+        token = next((_as_token(script[len(ids) - 1]) for script in self.replies if len(script) >= len(ids)
+                      and [self._vocab.id_of(_as_token(t).text) for t in script[:len(ids)]] == ids), None)
+        if token is None:
+            raise EngineError("The replay does not match this reply: no script wrote these tokens.")
+        event = self._event(len(ids) - 1, token, request.params.with_changes(candidates=100))
+        probs = {c.id: math.exp(c.logprob) for c in event.candidates}
+        sampled = {c.id: c.sampled_prob or 0.0 for c in event.candidates}
+        shown = tuple(dict.fromkeys([*request.candidates, event.id]))
+        removed = tuple("temperature" if sampled.get(c, 0.0) == 0.0 else "" for c in shown)
+        stages = (("model", tuple(probs.get(c, 0.0) for c in shown)),
+                  ("temperature", tuple(sampled.get(c, 0.0) for c in shown)),
+                  ("final", tuple(sampled.get(c, 0.0) for c in shown)))
+        return StageView(shown, stages, removed, event.id,
+                         tuple(math.log(probs[c]) if probs.get(c) else -math.inf for c in shown))
 
     def _check(self, request: GenerateRequest) -> None:
         if self.closed:

@@ -26,6 +26,8 @@ from engine.core.api import (
     PreviewRequest,
     ProgressCallback,
     SamplingParams,
+    StageRequest,
+    StageView,
 )
 from engine.remote.capabilities import Capabilities, detect
 from engine.remote.chat import ChatTurn
@@ -36,6 +38,8 @@ from engine.remote.waiting import Deadline
 
 SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the server serves"
 PREVIEW_REFUSAL = "Previews are not available on a remote server (--server): they need the local engine."
+STAGES_REFUSAL = ("The stage view cannot be exact on a remote server: it sends the top candidates, not the "
+                  "whole logits row each stage is computed from (a local engine can).")
 
 
 class RemoteEngine:
@@ -119,6 +123,11 @@ class RemoteEngine:
         """Refused: a server decodes one sequence per request, so k previews would be k full
         turns (and its sampler cannot be seeded to match a later branch token for token)."""
         return _refused(EngineError(PREVIEW_REFUSAL))
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """Refused: a server sends the chosen token's logprob and its top-N, never the whole
+        logits row, so no stage's distribution can be recomputed exactly from here."""
+        raise EngineError(STAGES_REFUSAL)
 
     def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
                 ) -> asyncio.Future[int]:
@@ -218,12 +227,13 @@ def _abilities(caps: Capabilities, by_ids: bool) -> Abilities:
     """What the app may offer on this server: over the chat endpoint the server renders the
     history itself, so it counts the prompt, continues no partial reply and takes parameter
     changes only from the next reply; previews need the local engine everywhere."""
-    why = [("previews", PREVIEW_REFUSAL)]
+    why = [("previews", PREVIEW_REFUSAL), ("stage_view", STAGES_REFUSAL)]
     if not by_ids:
         why += [("branching", f"{caps.kind}'s chat endpoint cannot continue a partial reply: branching from a "
                               "candidate needs a local engine or token-id prompts (--tokenizer)."),
                 ("token_counting", f"{caps.kind} counts the prompt itself over the chat endpoint.")]
-    return Abilities(previews=False, branching=by_ids, token_counting=by_ids, live_params=by_ids, warm_up=False,
+    return Abilities(previews=False, stage_view=False, branching=by_ids, token_counting=by_ids, live_params=by_ids,
+                     warm_up=False,
                      why=tuple(why))
 
 
