@@ -31,6 +31,7 @@ from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.chat_previews import PreviewActions
 from tui.app.screens.chat_search import SearchActions
+from tui.app.screens.chat_stages import StageActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
 from tui.app.widgets.candidates import CandidatesPanel
@@ -57,7 +58,7 @@ _HINTS = {
 }
 
 
-class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions):
+class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions, StageActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
     DEFAULT_CSS = LAYOUT_CSS
@@ -198,6 +199,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
             self._panel_due = now + 1.0 / PANEL_HZ
             panel = self.query_one(CandidatesPanel)
             panel.streaming, panel.token = True, event.node.version.tokens[-1]
+            self.stage_cursor()
 
     @on(msg.GenerationFinished)
     def _finished(self, event: msg.GenerationFinished) -> None:
@@ -224,6 +226,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         panel.streaming = False
         if transcript.cursor is None and node.version.tokens:
             panel.token = node.version.tokens[-1]
+        self.stage_cursor()
         self.refresh_bindings()
 
     # --- user intent from widgets
@@ -258,6 +261,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         panel.streaming = False
         panel.token = tokens[event.index] if tokens and event.index is not None else None
         self.preview_cursor(event.node, event.index)
+        self.stage_cursor()
 
     @on(msg.CandidateChosen)
     def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
