@@ -301,6 +301,14 @@ class ScriptedEngine:
         reason: FinishReason = "length" if len(script) > request.tokens else "stop"
         yield PreviewFinished(tuple(Preview(c, ids, text, reason) for c in request.candidates), 0.0)
 
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """A scripted text is one token (its own id); other text splits as `_Vocab.encode` does."""
+        if self.closed or self._model is None:
+            raise EngineError("the engine is closed" if self.closed else NO_MODEL)
+        if text in self._vocab.ids or any(_as_token(t).text == text for script in self.replies for t in script):
+            return (self._vocab.id_of(text),)
+        return tuple(self._vocab.encode(text))
+
     async def stages(self, request: StageRequest) -> StageView:
         """The stage view of a scripted token: its own (fake) chain, the listed candidates
         re-weighted by temperature, so "final" is exactly the sampled column its event showed."""

@@ -454,6 +454,12 @@ class EngineAPI(Protocol):
         stops it."""
         ...
 
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """`text` as the loaded model's tokenizer splits it, without special tokens (what a bias by
+        text resolves to: one id, or several for a phrase). Raises EngineError (no model, an engine
+        with no tokenizer here)."""
+        ...
+
     async def stages(self, request: StageRequest) -> StageView:
         """The stage view of the last of `request.tokens` (see `StageRequest`), queued after any
         running turn. Raises EngineError (one line: a bad request, an engine that has no full

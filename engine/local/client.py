@@ -32,6 +32,7 @@ from engine.core.api import (
 )
 from engine.local.commands import (
     CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, Sink, StagesCommand,
+    TokenizeCommand,
 )
 from engine.local.loaders import ModelLoader
 from engine.local.options import EngineOptions
@@ -174,6 +175,17 @@ class Engine:
         if isinstance(item, BaseException):
             raise item
         assert isinstance(item, int)
+        return item
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """`text` split by the loaded tokenizer, on the engine thread. Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(TokenizeCommand(text, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, tuple)
         return item
 
     async def stages(self, request: StageRequest) -> StageView:

@@ -79,9 +79,18 @@ class StagesCommand:
 
 
 @dataclass(frozen=True)
+class TokenizeCommand:
+    """Split `text` with the loaded tokenizer (no special tokens); `sink` gets the ids (a tuple)
+    or an EngineError."""
+
+    text: str
+    sink: Sink
+
+
+@dataclass(frozen=True)
 class StopCommand:
     """Ends the thread after everything queued before it."""
 
 
 Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, PreviewCommand, StagesCommand,
-                StopCommand]
+                TokenizeCommand, StopCommand]

@@ -124,6 +124,16 @@ class RemoteEngine:
         turns (and its sampler cannot be seeded to match a later branch token for token)."""
         return _refused(EngineError(PREVIEW_REFUSAL))
 
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """Through the model's tokenizer here (--tokenizer, or found in the Hugging Face cache);
+        without one a text cannot be turned into the ids a server's logit_bias takes."""
+        if self._model is None or self._closed:
+            raise EngineError(NO_MODEL)
+        if self._tokens is None:
+            raise EngineError("A bias by text needs the model's tokenizer here (--tokenizer): give token ids.")
+        tokens = self._tokens
+        return tuple(int(i) for i in await in_daemon_thread(lambda: tokens.encode(text, add_special_tokens=False)))
+
     async def stages(self, request: StageRequest) -> StageView:
         """Refused: a server sends the chosen token's logprob and its top-N, never the whole
         logits row, so no stage's distribution can be recomputed exactly from here."""
