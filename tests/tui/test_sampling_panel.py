@@ -79,3 +79,32 @@ async def test_the_model_s_recommended_settings_beside_the_live_ones(make_app: A
         await pilot.press("O")
         await pilot.pause()
         assert (app.controller.params.temperature, app.controller.params.top_k) == (0.6, 20)
+
+
+async def test_the_biases_are_a_labelled_list_of_text_and_id(make_app: Any) -> None:
+    """Each bias is a row of its own: the token's text and its id, and its value; a bias set
+    another way (the palette, a config, a reopened chat) finds its text in the chat (#32.4)."""
+    from dataclasses import replace as changed
+
+    from tui.app.widgets.params_panel import ParamsPanel
+
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=TALL) as pilot:
+        await send(app, pilot, "hello")
+        app.screen.query_one(Transcript).focus()
+        await pilot.press("home")
+        panel = app.screen.query_one(CandidatesPanel)
+        panel.focus()
+        await pilot.pause()
+        assert panel.token is not None
+        first, second = panel.token.candidates[:2]
+        await pilot.press("b", "down", "plus")
+        await pilot.pause()
+        text = screen_text(app)
+        assert f"'{first.text}' #{first.id}" in text and f"'{second.text}' #{second.id}" in text
+        assert "ban" in text and "+2" in text
+        app.screen._bias_names.clear()  # as after a restart: the text comes from the chat itself
+        app.screen.set_params(changed(app.controller.params, logit_bias=((second.id, -3.0),)))
+        await pilot.pause()
+        assert f"'{second.text}' #{second.id}" in screen_text(app) and "-3" in screen_text(app)
+        assert app.screen.query_one(ParamsPanel).bias_labels == {second.id: second.text}

@@ -21,6 +21,7 @@ from tui.app import messages as msg
 from engine.core.chat.draft import load_draft
 from tui.app.bindings import bindings_for
 from tui.app.safe_text import pasted
+from tui.app.bias_labels import bias_labels
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
 from engine.core.param_steps import (
@@ -335,9 +336,8 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self.controller.set_params(params)
         panel = self.query_one(ParamsPanel)
         panel.params, panel.preset = params, preset
-        panel.bias_text = ", ".join(
-            f"{printable(self._bias_names[t])!r}{'⊘' if b <= -100 else f'{b:+g}'}" if t in self._bias_names
-            else f"#{t}{'⊘' if b <= -100 else f'{b:+g}'}" for t, b in params.logit_bias)
+        panel.bias_labels = bias_labels([t for t, _ in params.logit_bias], self._bias_names,
+                                        self.controller.conversation)
         changed = [name for name, _label in ALL_PARAMS if getattr(old, name) != getattr(params, name)]
         if panel.region.area:
             panel.flash(frozenset(changed))
