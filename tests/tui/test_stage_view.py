@@ -139,3 +139,57 @@ def test_a_branch_s_request_starts_where_its_turn_did() -> None:
     assert request.tokens == (12, 13, 14) and request.changes == ((1, later),)
     assert "finished" in str(stage_request(history, dataclasses.replace(version, finish_reason=None), 4))
     assert "seed" in str(stage_request(history, dataclasses.replace(version, params=None), 4))
+
+
+def _render(renderable: Any, width: int = 42) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_the_table_pages_its_stage_columns_and_scrolls_its_rows() -> None:
+    """Eight stages do not fit the side panel's 42 cells: "model" stays, the rest page (‹ › say
+    so); the rows follow the cursor in a short panel, and the line under names the stage."""
+    from engine.core.api import Candidate, TokenEvent
+    from tui.app.widgets.stage_table import stage_table
+
+    names = ["model", "logit bias", "penalties", "top-k", "top-p", "min-p", "XTC", "temperature", "final"]
+    ids = tuple(range(10))
+    probs = tuple(0.1 for _ in ids)
+    view = StageView(ids, tuple((n, probs) for n in names), ("",) * 9 + ("top-p",), 0, (-2.3,) * 10)
+    token = TokenEvent(0, 0, "a", "a", -2.3, 0.1, 1, 1.0, tuple(Candidate(i, f"c{i}", -2.3, 0.1) for i in ids))
+    first = _render(stage_table(view, token, 0, 42, 0, False, "", True))
+    assert "model" in first and "bias" in first and "temp" not in first and "›" in first
+    later = _render(stage_table(view, token, 0, 42, 4, False, "", True))
+    assert "model" in later and "temp" in later and "final" in later and "bias" not in later and "‹" in later
+    short = _render(stage_table(view, token, 9, 42, 0, False, "", True, height=6))
+    assert "c9" in short and "c0" not in short and "removed by top-p" in short
+
+
+async def test_right_and_left_page_the_stage_columns_in_the_panel(make_app: Any) -> None:
+    engine = ScriptedEngine(SCRIPT)
+    real = engine.stages
+    names = ["model", "logit bias", "penalties", "top-k", "top-p", "min-p", "XTC", "temperature", "final"]
+
+    async def many(request: StageRequest) -> StageView:
+        view = await real(request)
+        probs = view.stages[-1][1]
+        return dataclasses.replace(view, stages=tuple((n, probs) for n in names))
+    engine.stages = many  # type: ignore[method-assign]
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await _select(app, pilot, 1)
+        await pilot.press("w")
+        panel = app.screen.query_one(CandidatesPanel)
+        await wait_until(pilot, lambda: panel.stage_view is not None)
+        assert "bias" in screen_text(app) and "final" not in screen_text(app)
+        panel.focus()
+        await pilot.press("right", "right", "right", "right", "right", "right")
+        await pilot.pause()
+        assert panel.stage_offset == 4 and "final" in screen_text(app) and "bias" not in screen_text(app)
+        await pilot.press("left")
+        await pilot.pause()
+        assert panel.stage_offset == 3

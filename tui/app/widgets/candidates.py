@@ -18,7 +18,7 @@ from engine.core.api import StageView, TokenEvent
 from tui.app.bindings import bindings_for
 from tui.app.messages import CandidateBias, CandidateChosen
 from tui.app.widgets.render import bar, log_text, percent, safe_log, visible
-from tui.app.widgets.stage_table import stage_table
+from tui.app.widgets.stage_table import last_offset, stage_table
 
 BAR_WIDTH = 10
 FIXED_COLUMNS = 19  # key and marker, the two numbers, the gaps between the five columns
@@ -89,7 +89,7 @@ class CandidatesPanel(Widget, can_focus=True):
         head.append("  after each stage (recomputed)", style="dim")
         chosen = self.app.theme_variables.get("chosen-token", "")
         return Group(head, stage_table(view, token, self.row, self.size.width, self.stage_offset, self.logprobs,
-                                       chosen, self.has_focus))
+                                       chosen, self.has_focus, self.size.height - 1))
 
     def _room(self) -> int:
         """How many candidate rows fit under the numbers and the column heads."""
@@ -181,7 +181,7 @@ class CandidatesPanel(Widget, can_focus=True):
     def action_stage_page(self, step: int) -> None:
         """In the stage view: the next or previous stage columns (those after "model")."""
         if self.stages and self.stage_view is not None:
-            self.stage_offset = max(0, min(self.stage_offset + step, len(self.stage_view.stages) - 2))
+            self.stage_offset = max(0, min(self.stage_offset + step, last_offset(self.stage_view, self.size.width)))
 
     def action_choose(self) -> None:
         if self.token is not None and self.token.candidates:

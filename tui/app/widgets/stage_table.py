@@ -2,8 +2,8 @@
 
 Rows are the candidates (the panel's cursor, digits and bias keys keep working on them); columns
 are the stages in the chain's order, "model" first and "final" last. The side panel is ~42 cells
-wide whatever the terminal, so a cell is 5 characters and the columns after "model" page with
-←/→. A candidate a stage removed shows ✗ under that stage and · after it; the line under the
+wide whatever the terminal, so a cell is 5 characters (5 columns fit) and the columns after
+"model" page with ←/→ (‹ › in the head row say there are more). A candidate a stage removed shows ✗ under that stage and · after it; the line under the
 table names the stage for the highlighted candidate, and the chosen one is marked ▶ as in the
 probability table.
 """
@@ -43,11 +43,21 @@ def columns_that_fit(width: int, chars: int) -> int:
     return max(1, (width - 2 - chars - 1) // (CELL + 1))
 
 
+def last_offset(view: StageView, width: int) -> int:
+    """The furthest the stage columns after "model" page (the last page still shows "final")."""
+    return max(0, len(view.stages) - 1 - (columns_that_fit(width, _chars(width)) - 1))
+
+
+def _chars(width: int) -> int:
+    """The candidate text's width: 8 cells, less in a panel too narrow for two stage columns."""
+    return max(4, min(8, width - 2 - 1 - 2 * (CELL + 1)))
+
+
 def stage_table(view: StageView, token: TokenEvent, row: int, width: int, offset: int, logprobs: bool,
-                chosen_style: str, focused: bool) -> RenderableType:
+                chosen_style: str, focused: bool, height: int = 100) -> RenderableType:
     """The table for `view` with the panel's cursor on candidate `row` of `token`, the stage
-    columns from `offset` (after "model") on."""
-    chars = max(4, min(10, width - 2 - 1 - 2 * (CELL + 1)))
+    columns from `offset` (after "model") on, in `height` lines (the rows scroll with the cursor)."""
+    chars = _chars(width)
     fit = columns_that_fit(width, chars)
     stages = list(view.stages)
     rest = stages[1:]
@@ -59,7 +69,7 @@ def stage_table(view: StageView, token: TokenEvent, row: int, width: int, offset
     for _ in shown:
         table.add_column(justify="right", width=CELL)
     unit = "log p" if logprobs else "%"
-    more = f"{'◀' if offset else ' '}{'▶' if offset + fit - 1 < len(rest) else ' '}"
+    more = f"{'‹' if offset else ' '}{'›' if offset + fit - 1 < len(rest) else ' '}"  # ←/→ page the columns
     table.add_row(Text(more, style="dim"), Text(set_cell_size(unit, chars), style="dim"),
                   *(Text(SHORT.get(name, name[:CELL]), style="dim") for name, _ in shown))
     index = {cid: k for k, cid in enumerate(view.candidates)}
@@ -68,7 +78,9 @@ def stage_table(view: StageView, token: TokenEvent, row: int, width: int, offset
     texts = {c.id: c.text for c in token.candidates}
     texts.setdefault(token.id, token.piece or token.text)
     names = [name for name, _ in stages]
-    for r, cid in enumerate(order):
+    room = max(1, height - 2)  # the head row and the line under the table
+    top = max(0, min(row - room + 1, len(order) - room))
+    for r, cid in list(enumerate(order))[top:top + room]:
         k = index[cid]
         removed_at = names.index(view.removed_by[k]) if view.removed_by[k] in names else len(names)
         cells = []
