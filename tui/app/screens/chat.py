@@ -32,6 +32,7 @@ from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.chat_previews import PreviewActions
 from tui.app.screens.chat_search import SearchActions
+from tui.app.screens.chat_biases import BiasActions
 from tui.app.screens.chat_stages import StageActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
@@ -52,14 +53,14 @@ HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 step
 
 _HINTS = {
     "seed": "empty or 'random' = a fresh seed each turn",
-    "logit_bias": "ID=BIAS, ID=BIAS (-100 to 100; 'ban' = -100); empty: no biases",
     "dry_sequence_breakers": "comma-separated; \\n = line break, \\, = comma; 'none': no breakers",
     "samplers": "llama.cpp, mlx-lm, logitscope, or stage names joined by ';'",
     "mirostat": "0 = off, 2 = mirostat v2",
 }
 
 
-class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions, StageActions):
+class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions, StageActions,
+                 BiasActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
     DEFAULT_CSS = LAYOUT_CSS
@@ -365,6 +366,10 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
 
     def edit_param(self, name: str) -> None:
         """Ask for an exact value; a value outside the limits is refused in the dialog."""
+        if name == "logit_bias":
+            self._edit_biases()
+            return
+
         def validate(text: str) -> str | None:
             try:
                 parse_param(self.controller.params, name, text)
