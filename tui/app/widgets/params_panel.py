@@ -98,8 +98,8 @@ class ParamsPanel(Widget, can_focus=True):
                 label, value = f"+{len(biases) - i} more (palette)", ""
             else:
                 value = "ban" if bias <= BAN else f"{bias:+g}"
-            table.add_row("", Text("bias" if i == 0 else ""), Text(_short(label, 18), justify="left"), Text(value, style="dim"),
-                          *[""] * shows)
+            table.add_row("", Text("bias" if i == 0 else ""), Text(_short(label, 18), justify="left"),
+                          Text(value, style="dim"), *[""] * shows)
         return table
 
     recommended: reactive[dict] = reactive(dict, layout=True)  # the model's own settings (name -> value)
