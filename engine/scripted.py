@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import AsyncGenerator, Sequence, Union
 
 from engine.core.api import (
@@ -153,6 +153,7 @@ class ScriptedEngine:
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
         self.preview_requests: list[PreviewRequest] = []  # every preview request seen
         self.stage_requests: list[StageRequest] = []  # every stage view asked
+        self.change_lag = 0  # tokens later than applied that `TurnFinished.params_changes` says (tests' pipelining)
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
         self.drafts: list[str] = []  # and the draft that came with it
         self.params_seen: list[SamplingParams] = []  # the params each yielded token used
@@ -251,6 +252,8 @@ class ScriptedEngine:
         ids = list(request.messages[-1].token_ids or ()) if request.continue_last else []
         text = request.messages[-1].text if request.continue_last else ""
         reason = "stop"
+        changes: list[tuple[int, SamplingParams]] = []  # where `set_params` applied, as the real engine says
+        drawn_with = request.params
         await asyncio.sleep(0)
         for n, token in enumerate(script[start:]):
             if self._cancel.is_set():
@@ -261,6 +264,10 @@ class ScriptedEngine:
                 break
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
+            if self._params is not drawn_with:
+                if self._params != drawn_with:
+                    changes.append((start + n + self.change_lag, self._params))
+                drawn_with = self._params
             event = self._event(start + n, token, self._params)
             self.params_seen.append(self._params)
             ids.append(event.id)
@@ -269,7 +276,8 @@ class ScriptedEngine:
             if n + 1 == self.hold_after:
                 await self._released.wait()
         self._cache = prompt_ids + ids[start:]
-        yield self._finished(request, prompt_ids, reused, ids, text, reason, len(ids) - start)
+        yield replace(self._finished(request, prompt_ids, reused, ids, text, reason, len(ids) - start),
+                      params_changes=tuple(changes))
 
     def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
         return self._preview(request)

@@ -118,3 +118,55 @@ async def test_the_gguf_engine_s_stage_view(tmp_path: Path, params: SamplingPara
     finally:
         await engine.close()
 
+
+
+async def _turn_with_a_change(engine: Any, after: int) -> tuple[list[TokenEvent], Any, SamplingParams, SamplingParams]:
+    from engine.core.api import GenerateRequest, TurnFinished
+
+    start = SamplingParams(temperature=1.0, seed=5, max_tokens=12, candidates=5, xtc_probability=0.9,
+                           xtc_threshold=0.02)
+    later = start.with_changes(temperature=0.0)
+    events: list[TokenEvent] = []
+    async for event in engine.generate(GenerateRequest(ASK, start)):
+        if isinstance(event, TurnFinished):
+            return events, event, start, later
+        events.append(event)
+        if len(events) == after:
+            engine.set_params(later)
+    raise AssertionError("no TurnFinished")
+
+
+async def test_the_turn_says_from_which_token_a_change_applied(chatml_model: Path, engine: Any) -> None:
+    """The bug: the app recorded a mid-reply change at the number of tokens it had seen, but the
+    engine had already sampled the next one (pipelining) with the old parameters, so the record
+    was a token early and the stage view could not replay that token. The engine now says where
+    each change applied (`TurnFinished.params_changes`), and the replay agrees at every token."""
+    await engine.load(str(chatml_model))
+    events, done, start, later = await _turn_with_a_change(engine, 4)
+    assert done.params_changes is not None and len(done.params_changes) == 1
+    at, params = done.params_changes[0]
+    assert params == later and at >= 4
+    assert events[at].sampled_prob == 1.0 and events[at - 1].sampled_prob < 1.0  # greedy from there on
+    for index in range(len(events)):
+        request = StageRequest(ASK, tuple(e.id for e in events[:index + 1]), start,
+                               tuple(c.id for c in events[index].candidates), done.params_changes)
+        check_view(await engine.stages(request), events[index])
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
+async def test_the_gguf_turn_says_where_a_change_applied(tmp_path: Path) -> None:
+    from engine.gguf import GgufLoader
+    from engine.gguf.convert import convert_folder
+
+    path = convert_folder(build_model(tmp_path / "chatml", "chatml", seed=5), tmp_path / "chatml-f32.gguf")
+    engine = Engine(0, loaders=(GgufLoader(1),))
+    try:
+        await engine.load(str(path))
+        events, done, start, later = await _turn_with_a_change(engine, 4)
+        assert done.params_changes is not None and [p for _, p in done.params_changes] == [later]
+        for index in range(len(events)):
+            request = StageRequest(ASK, tuple(e.id for e in events[:index + 1]), start,
+                                   tuple(c.id for c in events[index].candidates), done.params_changes)
+            check_view(await engine.stages(request), events[index])
+    finally:
+        await engine.close()

@@ -255,6 +255,11 @@ class TurnFinished:
     finish_reason: FinishReason
     context_used: int  # tokens in the cache after the turn
     context_limit: int
+    # Parameters changed mid-turn, as the engine applied them: (the reply token index they drew
+    # from, the parameters), oldest first. None: the engine does not say (the caller's own record
+    # stands). A caller's record can be a token early: a pipelined engine has sampled the next
+    # token before the caller sees the last one.
+    params_changes: tuple[tuple[int, SamplingParams], ...] | None = None
 
 
 @dataclass(frozen=True)

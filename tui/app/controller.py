@@ -435,6 +435,8 @@ class ChatController:
 
     def _finish(self, node: Node, version: Version, done: TurnFinished) -> None:
         version.settle(done.text)
+        if done.params_changes is not None:  # where the engine applied them (ours may be a token early)
+            version.changes = list(done.params_changes)
         version.finish_reason = done.finish_reason
         version.stats = TurnStats.from_finished(done)
         self._post(msg.GenerationFinished(node, version.stats, done.finish_reason))
