@@ -326,8 +326,10 @@ class ScriptedEngine:
         self.stage_requests.append(request)
         prefix = list(request.messages[-1].token_ids or ()) if request.continue_last else []
         ids = prefix + list(request.tokens)
+        # the script that wrote this token at this place (a branch continues its script after the
+        # candidate chosen by hand, so only the token itself is matched)
         token = next((_as_token(script[len(ids) - 1]) for script in self.replies if len(script) >= len(ids)
-                      and [self._vocab.id_of(_as_token(t).text) for t in script[:len(ids)]] == ids), None)
+                      and self._vocab.id_of(_as_token(script[len(ids) - 1]).text) == ids[-1]), None)
         if token is None:
             raise EngineError("The replay does not match this reply: no script wrote these tokens.")
         event = self._event(len(ids) - 1, token, request.params.with_changes(candidates=100))

@@ -138,6 +138,11 @@ def test_a_branch_s_request_starts_where_its_turn_did() -> None:
     assert request.continue_last and request.messages[-1].token_ids == (10, 11)
     assert request.tokens == (12, 13, 14) and request.changes == ((1, later),)
     assert "finished" in str(stage_request(history, dataclasses.replace(version, finish_reason=None), 4))
+    previewed = dataclasses.replace(version, turn_start=4)  # tokens 2 and 3 came from a finished preview
+    assert "preview" in str(stage_request(history, previewed, 3))
+    request = stage_request(history, previewed, 4)
+    assert isinstance(request, StageRequest) and request.messages[-1].token_ids == (10, 11, 12, 13)
+    assert request.tokens == (14,) and request.changes == ((0, later),)
     assert "seed" in str(stage_request(history, dataclasses.replace(version, params=None), 4))
 
 
@@ -193,3 +198,29 @@ async def test_right_and_left_page_the_stage_columns_in_the_panel(make_app: Any)
         await pilot.press("left")
         await pilot.pause()
         assert panel.stage_offset == 3
+
+
+async def test_a_branch_s_own_tokens_are_asked_as_its_turn_drew_them(make_app: Any) -> None:
+    """After choosing candidate 2 at token 1, the branch's turn drew from token 2 on: its stage
+    view continues the partial reply there; token 1 itself was chosen by hand."""
+    engine = ScriptedEngine([["A", LOW, " end", " more"]])
+    app = make_app(engine, config_text="[preview]\nenabled = false\n")
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        transcript = app.screen.query_one(Transcript)
+        transcript.focus()
+        await pilot.press("home", "right")  # token 1, " zebra"
+        await pilot.press("2")  # branch on its second candidate
+        await wait_until(pilot, lambda: not app.controller.busy and
+                         app.controller.conversation.path()[-1].version.branched_at == 1)
+        version = app.controller.conversation.path()[-1].version
+        assert version.turn_start == 2
+        transcript.focus()
+        await pilot.press("home", "right")
+        await pilot.press("w")
+        await wait_until(pilot, lambda: "chosen by hand" in screen_text(app))
+        await pilot.press("right")
+        panel = app.screen.query_one(CandidatesPanel)
+        await wait_until(pilot, lambda: panel.stage_view is not None)
+        request = engine.stage_requests[-1]
+        assert request.continue_last and len(request.messages[-1].token_ids or ()) == 2 and len(request.tokens) == 1

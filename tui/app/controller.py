@@ -293,7 +293,8 @@ class ChatController:
         tokens = [*sampled[:index], chosen, *after]
         params = self._turn_params()
         version = Version(tokens=tokens, params=params, branched_at=index, model=self.model_folder,
-                          thinking=old.thinking, thinking_opened=old.thinking_opened)  # the same prompt
+                          thinking=old.thinking, thinking_opened=old.thinking_opened,  # the same prompt
+                          turn_start=len(tokens))
         node.add_version(version)
         self.conversation.changed()
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)

@@ -22,10 +22,13 @@ def stage_request(history: tuple[Message, ...], version: Version, index: int) ->
         return "The stage view is computed once the reply has finished."
     if version.params is None or version.params.seed is None:
         return "This reply has no recorded parameters and seed: its draws cannot be replayed."
-    start = 0 if version.branched_at is None else version.branched_at + 1
+    start = version.turn_start if version.turn_start is not None else (
+        0 if version.branched_at is None else version.branched_at + 1)
     if index < start:
         if index == version.branched_at:
             return "This token was chosen by hand (the branch starts here): no stage drew it."
+        if version.branched_at is not None and index > version.branched_at:
+            return "This token came from the preview the branch started from: its turn's stages are not kept."
         return "This token was copied from the version this branch left: its stage view is there."
     ids = tuple(t.id for t in tokens)
     messages, continue_last = history, False
