@@ -63,7 +63,7 @@ class Version:
     # Not saved: the first token this version's own turn drew. A branch begins with tokens it did
     # not draw (copied, the one chosen by hand, those of the preview it started from); None: right
     # after `branched_at` (the whole reply when it is no branch). The stage view replays from here.
-    turn_start: int | None = None
+    turn_start: int | None = field(default=None, compare=False)
     # Parameters changed while the reply streamed (#30.6): (the token index they applied from,
     # the parameters from there on), oldest first. The reply's header says what changed where.
     changes: list[tuple[int, SamplingParams]] = field(default_factory=list)
