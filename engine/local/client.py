@@ -28,12 +28,16 @@ from engine.core.api import (
     SamplingParams,
     Scored,
     ScoreRequest,
+    StageRequest,
+    StageView,
     TokenEvent,
     TurnControl,
     TurnFinished,
 )
-from engine.local.commands import (CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, ProbeCommand,
-                                   ScoreCommand, Sink)
+from engine.local.commands import (
+    CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, ProbeCommand, ScoreCommand, Sink,
+    StagesCommand, TokenizeCommand,
+)
 from engine.local.loaders import ModelLoader
 from engine.local.options import EngineOptions
 from engine.local.worker import CLOSE_WAIT_S, EngineWorker
@@ -202,6 +206,29 @@ class Engine:
         if isinstance(item, BaseException):
             raise item
         assert isinstance(item, int)
+        return item
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """`text` split by the loaded tokenizer, on the engine thread. Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(TokenizeCommand(text, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, tuple)
+        return item
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """One token's stage view, recomputed on the engine thread after any running turn
+        (`engine.local.stagerows`). Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(StagesCommand(request, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, StageView)
         return item
 
     def set_params(self, params: SamplingParams) -> None:
