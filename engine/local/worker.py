@@ -184,10 +184,11 @@ class EngineWorker:
                 session.disk = self._disk_cache(*parts.disk_key)
             elif parts.disk_cache is not None and self._options.kv_cache_dir:
                 session.disk = parts.disk_cache(Path(self._options.kv_cache_dir), self._options.kv_cache_mb * 2**20)
+            from engine.local.firstturn import warm_first_turn
+
+            warm_first_turn(session, parts.after_load, command.on_progress)
             command.sink(parts.info)
             self._told_blas = True
-            if parts.after_load is not None:
-                parts.after_load(lambda: not self._commands.empty())
             return session
         except EngineError as exc:
             command.sink(exc)
