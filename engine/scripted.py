@@ -14,6 +14,10 @@ Behaviours a caller can rely on, because the real engine has them too:
 - `continue_last=True` continues a partial reply: indices start at ``len(token_ids)``.
 - the prompt is "tokenized" into ids and the longest common prefix with the previous turn is
   reported as reused, so cache statistics look like the real ones.
+- `score` and `probe` read the same scripted prompt: each word's raw probability and alternatives
+  come from `scored` (a `ScriptedToken` per word; any other word has probability `SCORED_PROB`
+  and no alternative), with the perplexities of `engine.core.api.perplexity`. `scoring=False`
+  makes a model that cannot score (as a server without prompt logprobs), with its one line why.
 
 `hold_after=n` stops each reply after its n-th token until `release()`: a test that must see a
 reply mid-stream catches it there instead of racing a timer (a busy CPU can stall the test's poll
@@ -24,12 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import AsyncGenerator, Sequence, Union
 
 from engine.core.api import (
     FinishReason,
     NO_MODEL,
+    Abilities,
     Candidate,
     ContextLimitError,
     EngineError,
@@ -44,13 +49,26 @@ from engine.core.api import (
     PreviewFinished,
     PreviewRequest,
     PreviewToken,
+    ProbeRequest,
+    ProbeResult,
     ProgressCallback,
     SamplingParams,
+    MessageScore,
+    Scored,
+    ScoreRequest,
+    StageRequest,
+    StageView,
     TokenEvent,
     TurnFinished,
+    check_probe_request,
+    check_score_request,
+    perplexity,
 )
 
-__all__ = ["ScriptedEngine", "ScriptedToken", "DEMO_SCRIPT", "ReplySpec"]
+__all__ = ["ScriptedEngine", "ScriptedToken", "DEMO_SCRIPT", "ReplySpec", "SCORED_PROB", "NO_SCORING"]
+
+SCORED_PROB = 0.25  # the raw probability of a scored word the script says nothing about
+NO_SCORING = "This scripted model cannot score the text it reads (as a server without prompt logprobs)."
 
 
 @dataclass(frozen=True)
@@ -138,6 +156,8 @@ class ScriptedEngine:
         opens_thinking: bool = False,
         drops_past_thinking: bool = False,
         hold_after: int | None = None,
+        scored: dict[str, ScriptedToken] | None = None,
+        scoring: bool = True,
     ) -> None:
         self.replies = [[_as_token(t) for t in reply] for reply in replies] or [[_as_token("…")]]
         self.token_delay = token_delay
@@ -150,6 +170,8 @@ class ScriptedEngine:
         self.opens_thinking, self.drops_past_thinking = opens_thinking, drops_past_thinking  # likewise
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
         self.preview_requests: list[PreviewRequest] = []  # every preview request seen
+        self.stage_requests: list[StageRequest] = []  # every stage view asked
+        self.change_lag = 0  # tokens later than applied that `TurnFinished.params_changes` says (tests' pipelining)
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
         self.drafts: list[str] = []  # and the draft that came with it
         self.params_seen: list[SamplingParams] = []  # the params each yielded token used
@@ -163,6 +185,10 @@ class ScriptedEngine:
         self._turn = 0
         self.hold_after = hold_after
         self._released = asyncio.Event()
+        self.scored = dict(scored or {})  # word -> its scripted statistics when scored
+        self.scoring = scoring  # False: the model declares it cannot score nor probe
+        self.score_requests: list[ScoreRequest] = []  # every score request seen
+        self.probe_requests: list[ProbeRequest] = []  # every probe request seen
 
     @property
     def model(self) -> ModelInfo | None:
@@ -189,6 +215,8 @@ class ScriptedEngine:
             context_limit=self.context_limit, vocab_size=32000, has_chat_template=self.has_chat_template,
             parameters=1_000_000, dtype="float32", blas="scripted", supports_thinking=self.supports_thinking,
             opens_thinking=self.opens_thinking, drops_past_thinking=self.drops_past_thinking,
+            abilities=Abilities() if self.scoring else Abilities(
+                scoring=False, probes=False, why=(("scoring", NO_SCORING), ("probes", NO_SCORING))),
         )
         return self._model
 
@@ -248,6 +276,8 @@ class ScriptedEngine:
         ids = list(request.messages[-1].token_ids or ()) if request.continue_last else []
         text = request.messages[-1].text if request.continue_last else ""
         reason = "stop"
+        changes: list[tuple[int, SamplingParams]] = []  # where `set_params` applied, as the real engine says
+        drawn_with = request.params
         await asyncio.sleep(0)
         for n, token in enumerate(script[start:]):
             if self._cancel.is_set():
@@ -258,6 +288,10 @@ class ScriptedEngine:
                 break
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
+            if self._params is not drawn_with:
+                if self._params != drawn_with:
+                    changes.append((start + n + self.change_lag, self._params))
+                drawn_with = self._params
             event = self._event(start + n, token, self._params)
             self.params_seen.append(self._params)
             ids.append(event.id)
@@ -266,7 +300,8 @@ class ScriptedEngine:
             if n + 1 == self.hold_after:
                 await self._released.wait()
         self._cache = prompt_ids + ids[start:]
-        yield self._finished(request, prompt_ids, reused, ids, text, reason, len(ids) - start)
+        yield replace(self._finished(request, prompt_ids, reused, ids, text, reason, len(ids) - start),
+                      params_changes=tuple(changes))
 
     def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
         return self._preview(request)
@@ -297,6 +332,115 @@ class ScriptedEngine:
         text = "".join(token.text for token in shown)
         reason: FinishReason = "length" if len(script) > request.tokens else "stop"
         yield PreviewFinished(tuple(Preview(c, ids, text, reason) for c in request.candidates), 0.0)
+
+    async def score(self, request: ScoreRequest) -> Scored:
+        """The scripted prompt's words, each scored from `scored` (see the module docstring)."""
+        self._check_scoring()
+        check_score_request(request)
+        self.score_requests.append(request)
+        await asyncio.sleep(0)
+        ids, spans = self._score_ids(request)
+        if len(ids) > self.context_limit:
+            raise ContextLimitError(f"The text is {len(ids)} tokens but the context limit is {self.context_limit}.")
+        reused = self._reuse(ids)
+        self._cache = list(ids)
+        tokens = tuple(self._scored_event(position, self._vocab.texts[ids[position]], request.candidates)
+                       for position in range(1, len(ids)))
+        messages = tuple(self._message_score(number, start, end, tokens) for number, (start, end) in enumerate(spans))
+        chat = [t.logprob for m in messages for t in tokens[max(m.start - 1, 0):m.end - 1]]
+        whole = perplexity(chat) if request.text is None else perplexity([t.logprob for t in tokens])
+        return Scored(tuple(ids), tokens, messages, whole, reused, 0.0)
+
+    async def probe(self, request: ProbeRequest) -> tuple[ProbeResult, ...]:
+        """Each phrase's words scored from `scored`, at the given position of the scripted prompt."""
+        self._check_scoring()
+        check_probe_request(request)
+        self.probe_requests.append(request)
+        await asyncio.sleep(0)
+        ids, _ = self._score_ids(request.context)
+        if request.position > len(ids):
+            raise EngineError(f"Probe position {request.position} is past the text's {len(ids)} tokens.")
+        results = []
+        for phrase in request.phrases:
+            words = self._vocab.encode(phrase) or [self._vocab.id_of(phrase)]
+            events = [self._scored_event(n, self._vocab.texts[word], 0) for n, word in enumerate(words)]
+            logprobs = tuple(event.logprob for event in events)
+            results.append(ProbeResult(phrase, tuple(words), tuple(e.piece for e in events), logprobs,
+                                       math.fsum(logprobs), events[0].rank or 1))
+        return tuple(results)
+
+    def _check_scoring(self) -> None:
+        if self.closed:
+            raise EngineError("the engine is closed")
+        if self._model is None:
+            raise EngineError(NO_MODEL)
+        if not self.scoring:
+            raise EngineError(NO_SCORING)
+
+    def _score_ids(self, request: ScoreRequest) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids `request` reads and each message's (start, end) span in them."""
+        if request.text is not None:
+            return self._vocab.encode(request.text) or [self._vocab.id_of(request.text)], []
+        ids: list[int] = []
+        spans = []
+        for message in request.messages:
+            ids.append(self._vocab.id_of(f"<|{message.role}|>"))
+            start = len(ids)
+            ids.extend(message.token_ids if message.token_ids is not None else self._vocab.encode(message.text))
+            spans.append((start, len(ids)))
+        return ids, spans
+
+    def _scored_event(self, position: int, text: str, candidates: int) -> TokenEvent:
+        """A read word's TokenEvent: its scripted probability and alternatives, nothing sampled."""
+        token = self.scored.get(text, ScriptedToken(text, SCORED_PROB))
+        listed = sorted([(token.text, token.prob), *token.alternatives], key=lambda c: -c[1])
+        probs = [p for _, p in listed]
+        return TokenEvent(
+            index=position, id=self._vocab.id_of(text), text=text, piece=text,
+            logprob=math.log(max(token.prob, 1e-12)), sampled_prob=None,
+            rank=1 + sum(p > token.prob for p in probs), entropy=_entropy(probs),
+            candidates=tuple(Candidate(self._vocab.id_of(t), t, math.log(max(p, 1e-12)), None)
+                             for t, p in listed[:candidates]),
+        )
+
+    @staticmethod
+    def _message_score(number: int, start: int, end: int, tokens: tuple[TokenEvent, ...]) -> MessageScore:
+        own = [t.logprob for t in tokens[max(start - 1, 0):max(end - 1, 0)]]
+        return MessageScore(number, start, end, len(own), perplexity(own))
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """A scripted text is one token (its own id); other text splits as `_Vocab.encode` does."""
+        if self.closed or self._model is None:
+            raise EngineError("the engine is closed" if self.closed else NO_MODEL)
+        if text in self._vocab.ids or any(_as_token(t).text == text for script in self.replies for t in script):
+            return (self._vocab.id_of(text),)
+        return tuple(self._vocab.encode(text))
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """The stage view of a scripted token: its own (fake) chain, the listed candidates
+        re-weighted by temperature, so "final" is exactly the sampled column its event showed."""
+        if self.closed or self._model is None:
+            raise EngineError("the engine is closed" if self.closed else NO_MODEL)
+        await asyncio.sleep(0)
+        self.stage_requests.append(request)
+        prefix = list(request.messages[-1].token_ids or ()) if request.continue_last else []
+        ids = prefix + list(request.tokens)
+        # the script that wrote this token at this place (a branch continues its script after the
+        # candidate chosen by hand, so only the token itself is matched)
+        token = next((_as_token(script[len(ids) - 1]) for script in self.replies if len(script) >= len(ids)
+                      and self._vocab.id_of(_as_token(script[len(ids) - 1]).text) == ids[-1]), None)
+        if token is None:
+            raise EngineError("The replay does not match this reply: no script wrote these tokens.")
+        event = self._event(len(ids) - 1, token, request.params.with_changes(candidates=100))
+        probs = {c.id: math.exp(c.logprob) for c in event.candidates}
+        sampled = {c.id: c.sampled_prob or 0.0 for c in event.candidates}
+        shown = tuple(dict.fromkeys([*request.candidates, event.id]))
+        removed = tuple("temperature" if sampled.get(c, 0.0) == 0.0 else "" for c in shown)
+        stages = (("model", tuple(probs.get(c, 0.0) for c in shown)),
+                  ("temperature", tuple(sampled.get(c, 0.0) for c in shown)),
+                  ("final", tuple(sampled.get(c, 0.0) for c in shown)))
+        return StageView(shown, stages, removed, event.id,
+                         tuple(math.log(probs[c]) if probs.get(c) else -math.inf for c in shown))
 
     def _check(self, request: GenerateRequest) -> None:
         if self.closed:

@@ -1,7 +1,7 @@
 """The `logitscope` console script.
 
 ``logitscope [--model SPEC] [--config PATH] [--trust-remote-code] [--gguf-threads N]`` opens the TUI
-(`tui.app`); ``logitscope run|list|export|import ...`` are the headless commands (`tui.headless`),
+(`tui.app`); ``logitscope run|score|list|export|import ...`` are the headless commands (`tui.headless`),
 ``logitscope convert FILE.gguf DIR`` writes a GGUF file as an MLX folder (`tui.headless.convert`)
 and ``logitscope bench ...`` the benchmark (`tui.bench`), each imported only when asked for, so
 the TUI starts without them. Every front end gets its engine from `engine.factory.build_engine`.
@@ -41,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tui.headless import main as run_main
 
         return run_main(argv)
+    if argv[:1] == ["score"]:  # a text's tokens and perplexity, as JSON lines (tui.headless.score)
+        from tui.headless.score import main as score_main
+
+        return score_main(argv)
     try:
         args = parse_args(argv)
     except UsageError as error:

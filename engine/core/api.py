@@ -53,6 +53,23 @@ The sampling chain: logit bias, then the stages in `SamplingParams.samplers` ord
 default: penalties, DRY, top-nσ, top-k, typical-p, top-p, min-p, XTC, temperature), then the draw;
 mirostat v2 replaces the filters and the draw (docs/sampling.md).
 
+## Text the model reads (scoring, probes, perplexity)
+
+`EngineAPI.score` gives every token of a text the model *reads* (user and system messages, an
+edited reply, a plain text) the statistics a generated token has, teacher-forced: the token at
+position i is scored from the logits after ``ids[:i]`` (so position 0, with nothing before it, is
+not scored). The numbers are those of a generated token with no modifiers and nothing sampled:
+``logprob`` is ``log softmax(logits)[id]``, rank and entropy as above over those logits, the
+candidates the top-N of the same row; ``sampled_prob`` is None (nothing was drawn there).
+`EngineAPI.probe` gives, at one position, the probability of any phrase (the product of its
+tokens' teacher-forced probabilities) and its first token's rank, however far outside the top-N.
+
+**Perplexity** of a run of scored tokens is ``exp(-mean logprob)`` over them: per message over the
+scored tokens inside that message's span (`MessageScore`), for the chat over every message's
+scored tokens (template tokens between messages excluded), for a plain text over every token after
+the first. `Abilities.scoring` / `Abilities.probes` say whether an engine can (a server that sends
+no prompt logprobs cannot: its `Abilities.why` says so).
+
 ## What a remote engine cannot know (None)
 
 `engine.remote.RemoteEngine` reads these numbers from a server (mlx_lm.server, vLLM, llama.cpp),
@@ -255,6 +272,11 @@ class TurnFinished:
     finish_reason: FinishReason
     context_used: int  # tokens in the cache after the turn
     context_limit: int
+    # Parameters changed mid-turn, as the engine applied them: (the reply token index they drew
+    # from, the parameters), oldest first. None: the engine does not say (the caller's own record
+    # stands). A caller's record can be a token early: a pipelined engine has sampled the next
+    # token before the caller sees the last one.
+    params_changes: tuple[tuple[int, SamplingParams], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -319,6 +341,153 @@ class PreviewFinished:
 PreviewEvent = PreviewToken | PreviewFinished
 
 
+MAX_SCORE_CANDIDATES = 64  # top-N per scored token: a panel shows a handful, the rows stay small
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """What to score: the prompt a turn would render for `messages` (its template, the replies as
+    their exact ids, `continue_last` and `thinking` as in `GenerateRequest`), or, with `text`
+    set (and no messages), that plain text alone, tokenized as the model's tokenizer does with
+    its special tokens (a BOS where the model adds one; `logitscope score`). A chat that ends
+    with a reply is scored with ``continue_last=True`` (the reply's ids, no end-of-turn marker
+    after them); one that ends with a user message reads the generation prompt after it.
+
+    `candidates`: the top-N listed per token (0 to `MAX_SCORE_CANDIDATES`)."""
+
+    messages: tuple[Message, ...] = ()
+    text: str | None = None
+    candidates: int = 10
+    continue_last: bool = False
+    thinking: bool | None = None
+
+
+@dataclass(frozen=True)
+class MessageScore:
+    """Where one message's own text sits in `Scored.ids`, and its perplexity there.
+
+    The span covers the tokens that hold the message's text (not its template role header);
+    ``start == end`` when the template does not show the text verbatim (nothing is scored)."""
+
+    message: int  # index into ScoreRequest.messages
+    start: int  # first position in Scored.ids
+    end: int  # one past the last
+    scored: int  # how many of its positions have statistics (position 0 has none)
+    perplexity: float | None  # exp(-mean logprob) over them; None when none
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The statistics of every token read, teacher-forced (see the module docstring).
+
+    ``tokens[j]`` is the token at position ``j + 1`` of `ids` (``TokenEvent.index`` says the
+    position; its `text` and `piece` are this token alone, made printable; `sampled_prob` is
+    None for the token and its candidates: nothing was drawn)."""
+
+    ids: tuple[int, ...]  # every id the model read, in order
+    tokens: tuple[TokenEvent, ...]  # positions 1 .. len(ids) - 1
+    messages: tuple[MessageScore, ...]  # one per ScoreRequest.messages entry (empty for a plain text)
+    perplexity: float | None  # the chat's (over every message's scored tokens) or the plain text's
+    reused_tokens: int  # positions whose statistics the engine already held (cached history)
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """Phrases to probe at one position of what `context` reads: each phrase is read as if it
+    stood at `position` of `score(context).ids` (after ``ids[:position]``, 1 <= position <=
+    len(ids)), tokenized as it would be in place there (so " cat", with its space, is a
+    different probe from "cat")."""
+
+    context: ScoreRequest
+    position: int
+    phrases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One phrase's probability at the probed position, teacher-forced token by token."""
+
+    phrase: str
+    ids: tuple[int, ...]  # the phrase's tokens
+    pieces: tuple[str, ...]  # each of them alone, made printable
+    logprobs: tuple[float, ...]  # log p_raw of each token given the context and the tokens before it
+    logprob: float  # their sum: log of the phrase's probability
+    first_rank: int  # 1 + the number of tokens strictly more likely than its first token there
+
+
+def perplexity(logprobs: Sequence[float]) -> float | None:
+    """exp(-mean logprob) over `logprobs`, None for none (the one definition every engine uses).
+    An impossible token (-inf) makes it infinite."""
+    if not logprobs:
+        return None
+    mean = -math.fsum(logprobs) / len(logprobs)
+    return math.inf if mean > 700 else math.exp(mean)
+
+
+def check_score_request(request: ScoreRequest) -> None:
+    """Refuse a malformed score request in one line (every engine calls this first)."""
+    if type(request.candidates) is not int or not 0 <= request.candidates <= MAX_SCORE_CANDIDATES:
+        raise EngineError(f"A score lists 0 to {MAX_SCORE_CANDIDATES} candidates per token, "
+                          f"got {_short(request.candidates)}.")
+    if request.text is not None:
+        if request.messages:
+            raise EngineError("Score either a conversation or a plain text, not both.")
+        if not request.text:
+            raise EngineError("There is no text to score: it is empty.")
+    elif not request.messages:
+        raise EngineError("There is nothing to score: the conversation is empty.")
+
+
+def check_probe_request(request: ProbeRequest) -> None:
+    """Refuse a malformed probe request in one line (the position is checked against the ids)."""
+    check_score_request(request.context)
+    if not request.phrases:
+        raise EngineError("A probe needs at least one phrase.")
+    for phrase in request.phrases:
+        if not isinstance(phrase, str) or not phrase:
+            raise EngineError("A probe phrase must be some text, not empty.")
+    if type(request.position) is not int or request.position < 1:
+        raise EngineError(f"A probe position is 1 or more, got {_short(request.position)}.")
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """The stage view of one token (`EngineAPI.stages`): what each stage of the chain did to it.
+
+    `messages` and `continue_last` are the turn that drew the token, as it was sent (a fresh reply:
+    ending with the user message; a branch: ending with the partial reply it continued); `tokens`
+    are the ids that turn drew, up to and including the token shown (the last one); `params` the
+    ones it started with (their seed is the turn's), `changes` the mid-turn changes ((index into
+    `tokens`, params from there on), `Version.changes` shifted to the turn's start). `candidates`
+    are the ids the view lists (the stored token's candidates and the chosen one)."""
+
+    messages: tuple[Message, ...]
+    tokens: tuple[int, ...]
+    params: SamplingParams
+    candidates: tuple[int, ...]
+    changes: tuple[tuple[int, SamplingParams], ...] = ()
+    continue_last: bool = False
+    thinking: bool | None = None
+
+
+@dataclass(frozen=True)
+class StageView:
+    """Each stage in force for one token, with every listed candidate's probability after it.
+
+    Recomputed, not recorded (a turn keeps no logits row): the engine runs the model again over the
+    prompt and the reply up to the token, then the turn's chain with its parameters, seed and
+    state (`engine.local.stageview`); a replay that does not draw the stored token is refused
+    (EngineError), never shown. `logprobs` are the recomputed log p_raw of `candidates`, so a caller compares them with the
+    stored ones before trusting the table (float rounding of a batched forward pass: ~1e-6)."""
+
+    candidates: tuple[int, ...]
+    stages: tuple[tuple[str, tuple[float, ...]], ...]  # ("model", probs), each stage in force, ("final", probs)
+    removed_by: tuple[str, ...]  # per candidate: the stage that removed it; "" where it survived
+    token: int  # the token shown (the replay drew it)
+    logprobs: tuple[float, ...]  # recomputed log p_raw per candidate
+
+
 @dataclass(frozen=True)
 class LoadProgress:
     """Loading or downloading news while `EngineAPI.load` runs (fraction None = unknown)."""
@@ -338,6 +507,9 @@ class Abilities:
     token_counting: bool = True  # `count_tokens` counts exactly; without it the server checks the length
     live_params: bool = True  # a parameter change applies from the next token (else from the next reply)
     warm_up: bool = True  # `prepare` warms the cache for the message being typed
+    scoring: bool = True  # `score`: teacher-forced statistics of every token read, perplexity
+    probes: bool = True  # `probe`: a phrase's probability at any position
+    stage_view: bool = True  # `stages` recomputes each stage's distribution exactly (it needs full logits rows)
     why: tuple[tuple[str, str], ...] = ()  # (ability, the one line saying why it is missing)
 
     def reason(self, ability: str) -> str:
@@ -414,6 +586,30 @@ class EngineAPI(Protocol):
         within one decode step (its unfinished rows then end "cancelled"). Raises EngineError
         (one line: a bad request, or an engine that cannot preview). Leaving the iteration early
         stops it."""
+        ...
+
+    async def score(self, request: ScoreRequest) -> Scored:
+        """Teacher-forced statistics of every token `request` reads, with the perplexities (see
+        the module docstring). Shares the turn's cache: a history the cache holds is not read
+        again, and what is read stays cached for the next turn. Raises EngineError (one line: a
+        bad request, a text too long for the context, an engine that cannot score)."""
+        ...
+
+    async def probe(self, request: ProbeRequest) -> tuple[ProbeResult, ...]:
+        """Each phrase's probability at `request.position` (see `ProbeRequest`), in order.
+        Raises EngineError (one line: a bad request or position, an engine that cannot probe)."""
+        ...
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """`text` as the loaded model's tokenizer splits it, without special tokens (what a bias by
+        text resolves to: one id, or several for a phrase). Raises EngineError (no model, an engine
+        with no tokenizer here)."""
+        ...
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """The stage view of the last of `request.tokens` (see `StageRequest`), queued after any
+        running turn. Raises EngineError (one line: a bad request, an engine that has no full
+        logits rows to recompute from)."""
         ...
 
     def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None

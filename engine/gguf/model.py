@@ -22,7 +22,7 @@ import numpy as np
 
 from engine.core.api import EngineError, ModelLoadError
 from engine.gguf.logs import quiet_logs
-from engine.gguf.rows import SEQUENCES, RowsCache, rows_that_fit
+from engine.gguf.rows import SEQUENCES, RowsCache, rows_logits_decode, rows_that_fit
 from engine.gguf.sidethread import SideThread
 from engine.gguf.vocab import LlamaVocab, ftype_name
 
@@ -161,6 +161,26 @@ class LlamaModel:
         if rows.ndim != 2 or rows.shape[0] != 1:
             raise EngineError(f"the GGUF engine feeds one sequence at a time, not ids of shape {rows.shape}")
         return mx.array(self.feed([int(i) for i in rows[0]], cache))[None, None]  # mx.array copies the view
+
+    def rows_logits(self, tokens: list[int], cache: list[Any]) -> np.ndarray:
+        """Feed `tokens` (at most `batch`) to the chat's cache, or to a one-row preview cache (a
+        probe), with the logits of every one: (len(tokens), vocab) float32, a copy (scoring:
+        `engine.local.scoring`)."""
+        if not 0 < len(tokens) <= self.batch:
+            raise EngineError(f"llama.cpp scores 1 to {self.batch} tokens at a time, not {len(tokens)}")
+        layer = cache[0]
+        if isinstance(layer, RowsCache):
+            return layer.feed_rows(tokens)
+        rows_logits_decode(self, tokens, 0, layer.offset)
+        layer.offset += len(tokens)
+        return self.all_logits(len(tokens))
+
+    def all_logits(self, count: int) -> np.ndarray:
+        """A copy of the logits of the last decode's `count` outputs (every entry asked them)."""
+        pointer = self._lib.llama_get_logits(self._ctx)
+        if not pointer:
+            raise EngineError("llama.cpp returned no logits")
+        return np.ctypeslib.as_array(pointer, shape=(count, self.args.vocab_size)).copy()
 
     def batch_cache(self, position: int, rows: int) -> list[RowsCache]:
         """A what-if preview's cache: `rows` sequences sharing the chat's first `position` cells

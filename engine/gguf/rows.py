@@ -69,6 +69,22 @@ class RowsCache:
         return out
 
 
+    def feed_rows(self, tokens: list[int]) -> np.ndarray:
+        """A probe (one row): decode `tokens` after the row's cells with the logits of every one,
+        (len(tokens), vocab) float32 (a copy)."""
+        if self.rows != 1:
+            raise EngineError("llama.cpp reads every row's logits for one row at a time")
+        rows_logits_decode(self.model, tokens, 1, self.offset)
+        self.offset += len(tokens)
+        return self.model.all_logits(len(tokens))
+
+
+def rows_logits_decode(model: Any, tokens: list[int], seq: int, position: int) -> None:
+    """One ``llama_decode`` of `tokens` into sequence `seq` from `position`, every logit asked
+    (scoring reads each row: `engine.local.scoring`)."""
+    _decode(model, [(seq - 1, token, position + i) for i, token in enumerate(tokens)], set(range(len(tokens))))
+
+
 def _decode(model: Any, chunk: list[tuple[int, int, int]], outputs: set[int]) -> None:
     """One ``llama_decode`` of (row, token, position) entries; logits for the `outputs` indices."""
     lib = model.lib

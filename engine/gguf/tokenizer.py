@@ -54,6 +54,12 @@ class GgufTokenizer:
         """llama.cpp's ids of `text`, special tokens written in it parsed (the template's markers)."""
         return self.vocab.tokenize(text, add_special=add_special_tokens)
 
+    def encode_document(self, text: str) -> list[int]:
+        """A plain text's ids as llama.cpp's perplexity tool tokenizes it (``common_tokenize(ctx,
+        text, add_special=true, parse_special=false)``): BOS where the model adds one, and any
+        special token's spelling in the text read as text."""
+        return self.vocab.tokenize(text, add_special=True, parse_special=False)
+
     def piece_bytes(self, token: int) -> bytes:
         """A token's bytes for the inspector: a control token as its own text (``<end_of_turn>``)."""
         return self.vocab.piece(token, special=True) if 0 <= token < self.vocab.size else b""

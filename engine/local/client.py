@@ -22,13 +22,22 @@ from engine.core.api import (
     PreviewFinished,
     PreviewRequest,
     PreviewToken,
+    ProbeRequest,
+    ProbeResult,
     ProgressCallback,
     SamplingParams,
+    Scored,
+    ScoreRequest,
+    StageRequest,
+    StageView,
     TokenEvent,
     TurnControl,
     TurnFinished,
 )
-from engine.local.commands import CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, Sink
+from engine.local.commands import (
+    CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, ProbeCommand, ScoreCommand, Sink,
+    StagesCommand, TokenizeCommand,
+)
 from engine.local.loaders import ModelLoader
 from engine.local.options import EngineOptions
 from engine.local.worker import CLOSE_WAIT_S, EngineWorker
@@ -138,6 +147,33 @@ class Engine:
         worker.submit(PreviewCommand(request, cancelled, _sink(loop, results)))
         return _preview_events(results, cancelled)
 
+    async def score(self, request: ScoreRequest) -> Scored:
+        """Teacher-forced statistics of every token `request` reads (`engine.local.scoring`), queued
+        like a turn and sharing its cache. Cancelling the awaiting task stops it between chunks."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        cancelled = threading.Event()
+        self._ensure_worker().submit(ScoreCommand(request, cancelled, _sink(loop, results)))
+        try:
+            item = await results.get()
+        finally:
+            cancelled.set()  # harmless after the end
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, Scored)
+        return item
+
+    async def probe(self, request: ProbeRequest) -> tuple[ProbeResult, ...]:
+        """Each phrase's probability at a position (`engine.local.scoring`); the chat's cache stays."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(ProbeCommand(request, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, tuple)
+        return item
+
     def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
                 ) -> asyncio.Future[int]:
         """Start prefilling what the turn after `messages` will share, its user message starting
@@ -170,6 +206,29 @@ class Engine:
         if isinstance(item, BaseException):
             raise item
         assert isinstance(item, int)
+        return item
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """`text` split by the loaded tokenizer, on the engine thread. Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(TokenizeCommand(text, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, tuple)
+        return item
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """One token's stage view, recomputed on the engine thread after any running turn
+        (`engine.local.stagerows`). Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(StagesCommand(request, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, StageView)
         return item
 
     def set_params(self, params: SamplingParams) -> None:

@@ -52,6 +52,9 @@ class Session:
         self.stream = stream  # the engine thread's own stream: MLX streams belong to a thread
         self.cache: list[Any] = make_prompt_cache(model)
         self.tokens: list[int] = []  # exactly the ids whose keys/values are in `cache`, in order
+        # position -> (candidates asked, its teacher-forced statistics) for cached positions that
+        # were scored (`engine.local.scoring`); any change to `tokens` before a position drops it
+        self.scores: dict[int, tuple[int, Any]] = {}
         self.snapshots = CacheSnapshots()  # of the layers that cannot be trimmed, at turn boundaries
         self.rebuilds = 0  # how often a non-trimmable cache had to be thrown away (for tests, stats)
         self.disk: Any = None  # an `engine.local.kvdisk.DiskKVCache`: recent histories' caches on disk
@@ -95,6 +98,7 @@ class Session:
     def install(self, cache: list[Any], tokens: list[int]) -> None:
         """Take `cache` (holding exactly `tokens`) as the session's: a cache read back from disk."""
         self.cache, self.tokens = cache, tokens
+        self.scores = {}
         self.snapshots.clear()
 
     def _trim_to(self, keep: int) -> int:
@@ -115,6 +119,7 @@ class Session:
                 return 0
         assert kept is not None  # both branches above leave a count or return
         del self.tokens[kept:]
+        self.scores = {position: row for position, row in self.scores.items() if position < kept}
         self.snapshots.forget_after(kept)
         return kept
 
@@ -149,6 +154,7 @@ class Session:
         """Start from an empty cache (also the safe state after a failed turn)."""
         self.cache = make_prompt_cache(self.model)
         self.tokens = []
+        self.scores = {}
         self.snapshots.clear()
         self.rebuilds += 1
 
@@ -181,6 +187,16 @@ class Session:
         with head:
             return self.model(ids[None], cache=self.cache)[0, -1, :]
 
+    def rows(self, ids: Sequence[int], cache: list[Any] | None = None) -> mx.array:
+        """Feed `ids` (lazily, to `cache`, default the session's) and return the logits after every
+        one of them, (len(ids), vocab): what scoring reads (`engine.local.scoring`). The caller
+        keeps `ids` short (`engine.local.scorerows.rows_per_chunk`) and records them in `tokens`."""
+        cache = self.cache if cache is None else cache
+        own = getattr(self.model, "rows_logits", None)  # llama.cpp: every row asked of its decode
+        if own is not None:
+            return mx.array(own(list(ids), cache))
+        return self.model(mx.array(list(ids), dtype=mx.int32)[None], cache=cache)[0]
+
     def split_prompt(self, suffix: Sequence[int]) -> tuple[Sequence[int], Sequence[int]]:
         """(prefilled without logits, fed for the first token's logits).
 
@@ -206,6 +222,7 @@ class Session:
         """Drop the cache and free MLX's buffer cache (on this thread, like every MLX call)."""
         self.cache = []
         self.tokens = []
+        self.scores = {}
         self.snapshots.clear()
         mx.clear_cache()
 

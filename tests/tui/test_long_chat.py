@@ -104,7 +104,7 @@ async def test_scrolling_up_mounts_earlier_messages_until_the_first(make_app: An
 
 
 async def test_the_cursor_reaches_replies_not_yet_mounted(make_app: Any, tmp_path: Path) -> None:
-    app = make_app(ScriptedEngine())
+    app = make_app(ScriptedEngine(scoring=False))  # the questions stay text: down goes reply to reply
     store_chat(app.library.path, _chat(200))
     async with app.run_test(size=SIZE) as pilot:
         await _resume(app, pilot, 400)

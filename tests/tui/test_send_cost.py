@@ -47,16 +47,18 @@ async def test_a_send_redraws_only_the_new_user_message(make_app: Any, monkeypat
     async with app.run_test(size=SIZE) as pilot:
         for text in ("one", "two", "three"):
             await send(app, pilot, text)
+        await wait_until(pilot, lambda: all(v.tokens for v in app.screen.query(UserView)))  # scored (#33.1)
         drawn: list[str] = []
-        original = UserView.update
+        original = UserView.draw
 
-        def update(self: UserView, *args: Any, **kwargs: Any) -> None:
+        def draw(self: UserView, *args: Any, **kwargs: Any) -> None:
             drawn.append(self.node.version.text)
             original(self, *args, **kwargs)
 
-        monkeypatch.setattr(UserView, "update", update)
+        monkeypatch.setattr(UserView, "draw", draw)
         await send(app, pilot, "four")
-        assert drawn == ["four"]
+        await wait_until(pilot, lambda: all(v.tokens for v in app.screen.query(UserView)))
+        assert drawn == ["four", "four"]  # as text when sent, then as its tokens once scored; no other
         assert [v.node.version.text for v in app.screen.query(UserView)] == ["one", "two", "three", "four"]
 
 

@@ -91,8 +91,10 @@ async def test_ctx_counts_the_prompt_while_the_first_reply_streams(make_app: App
 
 
 async def test_n_with_nothing_selected_finds_the_first_unlikely_token(make_app: AppFactory) -> None:
-    """Before: n with no token selected only selected the reply's last token, silently."""
-    app = make_app(config_text="[ui]\nlow_prob_threshold = 0.5\n")
+    """Before: n with no token selected only selected the reply's last token, silently. (An
+    engine that does not score: the user's own text has no tokens to stop at; test_scope has
+    n in a scored message.)"""
+    app = make_app(ScriptedEngine(scoring=False), config_text="[ui]\nlow_prob_threshold = 0.5\n")
     async with app.run_test(size=SMALL) as pilot:
         await send(app, pilot, "hi")
         tokens = app.controller.conversation.path()[-1].version.tokens

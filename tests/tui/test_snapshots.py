@@ -16,7 +16,8 @@ from textual.widgets import Input
 
 from engine.models import hub
 from tui.app.widgets.chat_input import ChatInput
-from tui_helpers import SIZE, send, wait_idle
+from tui.app.widgets.user_view import UserView
+from tui_helpers import SIZE, send, wait_idle, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +30,9 @@ async def _chat(pilot: Any) -> None:
     # A blinking caret would make the picture depend on when it is taken.
     pilot.app.screen.query_one(ChatInput).cursor_blink = False
     await send(pilot.app, pilot, "hi")
+    # the question scored (#33.1): its tokens and perplexity are in the picture, not on their way
+    await wait_until(pilot, lambda: all(view.tokens for view in pilot.app.screen.query(UserView)))
+    await pilot.pause()
 
 
 def test_main_screen_after_a_reply(snap_compare: Any, make_app: Any) -> None:

@@ -242,7 +242,8 @@ class LogitscopeApp(App[None]):
         self._keep_chat()  # first: whatever the engine does now, the chat is on disk
         self._save_draft()
         try:
-            await asyncio.wait_for(self.controller.close(), QUIT_WAIT_S)
+            await asyncio.wait_for(asyncio.gather(self.controller.close(), self.chat_screen.second.close_model()),
+                                   QUIT_WAIT_S)
         except asyncio.TimeoutError:
             self.engine_stuck = True
         self.library.close()
@@ -323,11 +324,11 @@ class LogitscopeApp(App[None]):
     def action_save_settings(self) -> None:
         path = self.loaded.user_path
         try:
-            save_settings(self.controller.params, self.theme, path)
+            save_settings(self.controller.params, self.theme, path, self.chat_screen.scope.ui_settings())
         except (ConfigError, OSError) as exc:
             self.notify(str(exc), title="Settings not saved", severity="error", timeout=15)
             return
-        self.notify(f"Saved parameters and theme to {path}", title="Settings")
+        self.notify(f"Saved parameters, theme and fork thresholds to {path}", title="Settings")
 
 
 def tune_gc_for_streaming() -> None:

@@ -52,6 +52,19 @@ class LogitscopeCommands(Provider):
                     "template renders them (dropped where it drops them: less context, the last reply re-read)"))
         out.append(("Previews on/off", chat.preview_actions.toggle,
                     "Turn the what-if previews under the candidates off, or on again"))
+        if chat.scope.can_probe():
+            out.append(("Probe a phrase at the cursor…", chat.scope.probe,
+                        "Type a word or phrase: its probability in place of the selected token, and its "
+                        "first token's rank"))
+        out.append(("Open a second model…", chat.open_second_model,
+                    "A second model reads the chat beside the first: each token's probability under both, "
+                    "the heatmap by disagreement (F3), e / E to where their first choices differ"))
+        if chat.second.open:
+            out.append(("Close the second model", chat.close_second_model, "Free the second model's memory"))
+        for setting, what in (("entropy", "an entropy (nats) above which"),
+                              ("margin", "a margin of the top two probabilities within which")):
+            out.append((f"Set fork {setting}…", partial(chat.scope.edit_fork, setting),
+                        f"Forks (f / F, the count in each reply's header): {what} a token is one"))
         for name, label in ALL_PARAMS:
             out.append((f"Set {label}…", partial(chat.param_actions.edit, name), f"Type an exact {label}"))
         for order in ORDERS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from engine.core.api import LoadProgress, ModelInfo
+from engine.core.api import LoadProgress, ModelInfo, TokenEvent
 from engine.core.chat.conversation import Node, TurnStats
 
 
@@ -109,10 +109,12 @@ class GenerationFailed(Message):
 
 @dataclass(eq=False)
 class TokenSelected(Message):
-    """The token cursor moved (`index` None = no token selected)."""
+    """The token cursor moved (`index` None = no token selected); `token`: the token there (a
+    reply's, or a read message's scored one)."""
 
     node: Node | None
     index: int | None
+    token: TokenEvent | None = None
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, TokenSelected)

@@ -26,7 +26,7 @@ from engine.core.settings import load_config
 from engine.scripted import ScriptedEngine
 from tui.app.application import LogitscopeApp
 from tui.app.screens.library import LibraryScreen
-from tui.bench.library_section import chat_document
+from tui.bench.chat_documents import chat_document
 
 EXCHANGES = 1000
 

@@ -13,7 +13,8 @@ from dataclasses import asdict
 from typing import Any, Callable, TextIO
 
 from engine.core import strictjson
-from engine.core.api import LoadProgress, ProgressCallback, SamplingParams, TokenEvent, TurnFinished
+from engine.core.api import (LoadProgress, Message, ProgressCallback, SamplingParams, Scored, TokenEvent, TurnFinished,
+                             perplexity)
 from engine.core.settings import printable, printable_json, shortened
 
 PREFIX = "logitscope: "  # every line we write to stderr starts so
@@ -41,16 +42,18 @@ def token_record(turn: int, event: TokenEvent) -> dict[str, Any]:
 
 
 def turn_record(turn: int, done: TurnFinished, params: SamplingParams,
-                recommended: dict[str, Any] | None = None) -> dict[str, Any]:
+                recommended: dict[str, Any] | None = None, reply_perplexity: float | None = None) -> dict[str, Any]:
     """One finished turn as its --json line, with the parameters and the seed it ran with: the
     flags ``--seed S`` plus ``params`` reproduce it; ``recommended``: what the model ships
-    (generation_config.json, GGUF general.sampling.*), beside them."""
-    return {
+    (generation_config.json, GGUF general.sampling.*), beside them; ``perplexity``: the reply's
+    own, exp(-mean logprob) of its tokens as they were generated (the logprobs printed per token)."""
+    return {"perplexity": _number(reply_perplexity), 
         "type": "turn", "turn": turn, "prompt_ids": list(done.prompt_ids), "prompt_tokens": done.prompt_tokens,
         "reused_tokens": done.reused_tokens, "prefilled_tokens": done.prefilled_tokens,
         "generated_tokens": done.generated_tokens, "ttft_s": done.ttft_s, "prefill_tps": done.prefill_tps,
         "decode_tps": done.decode_tps, "finish_reason": done.finish_reason, "text": done.text,
         "seed": params.seed, "params": asdict(params), "recommended": dict(recommended or {}),
+        "perplexity": _number(reply_perplexity),
     }
 
 
@@ -68,6 +71,7 @@ class Printer:
         self.on_token: Callable[[TokenEvent], None] | None = None  # --save records each token
         self._texts: list[str] = []  # the reply's text written so far (plain output)
         self.recommended: dict[str, Any] = {}  # the model's recommended sampling settings, once loaded
+        self._logprobs: list[float] = []  # the reply's tokens' logprobs so far (its perplexity)
 
     def started(self, turn: int, prompt: str) -> None:
         """Before a reply: with several turns, plain output shows ``>>> the prompt`` (after a blank
@@ -84,6 +88,7 @@ class Printer:
         made visible, never obeyed."""
         if self.on_token is not None:
             self.on_token(event)
+        self._logprobs.append(event.logprob)
         if self.as_json:
             record = token_record(turn, event) | ({"previews": previews} if previews is not None else {})
             self.out.write(printable_json(strictjson.dumps(record, ensure_ascii=False)) + "\n")
@@ -95,14 +100,42 @@ class Printer:
     def finished(self, turn: int, done: TurnFinished, params: SamplingParams) -> None:
         """The end of a turn: what the stream held back and a newline after the reply (and a note
         on stderr when the length limit cut it), or the turn's --json line."""
+        reply_perplexity, self._logprobs = perplexity(self._logprobs), []
         if self.as_json:
-            self.out.write(printable_json(strictjson.dumps(turn_record(turn, done, params, self.recommended), ensure_ascii=False)) + "\n")
+            record = turn_record(turn, done, params, self.recommended, reply_perplexity)
+            self.out.write(printable_json(strictjson.dumps(record, ensure_ascii=False)) + "\n")
         else:
             self.out.write(printable(held_back(self._texts, done.text)) + "\n")
             self._texts = []
         self.out.flush()
         if not self.as_json and done.finish_reason == "length" and self.err is not None:
             say(self.err, f"note: reply {turn} was cut at the length limit ({params.max_tokens} tokens, --max-tokens)")
+
+
+    def scored(self, scored: Scored, messages: list[Message]) -> None:
+        """The chat read back (--score): its perplexity and each message's, as one JSON line, or
+        one line on stderr."""
+        record = score_record(scored, messages)
+        if self.as_json:
+            self.out.write(printable_json(strictjson.dumps(record, ensure_ascii=False)) + "\n")
+            self.out.flush()
+        elif self.err is not None:
+            parts = [f"{m['index']} {m['role']} {_shown(m['perplexity'])}" for m in record["messages"]]
+            say(self.err, f"perplexity: chat {_shown(record['perplexity'])}; " + ", ".join(parts))
+
+
+def score_record(scored: Scored, messages: list[Message]) -> dict[str, Any]:
+    """The chat's teacher-forced perplexities (`EngineAPI.score`) as run --score's JSON line."""
+    return {
+        "type": "score", "perplexity": _number(scored.perplexity), "tokens": len(scored.ids),
+        "reused_tokens": scored.reused_tokens, "seconds": scored.seconds,
+        "messages": [{"index": m.message + 1, "role": messages[m.message].role, "tokens": m.scored,
+                      "perplexity": _number(m.perplexity)} for m in scored.messages],
+    }
+
+
+def _shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def held_back(texts: list[str], whole: str) -> str:

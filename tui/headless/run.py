@@ -29,9 +29,11 @@ from engine.core.api import (
     EngineError,
     GenerateRequest,
     Message,
+    ModelInfo,
     ModelLoadError,
     ParamError,
     SamplingParams,
+    ScoreRequest,
     TurnFinished,
 )
 from engine.core.chat.context import fit_turn, left_out_note
@@ -39,7 +41,8 @@ from engine.core.settings import Config, load_config, parse_gguf_threads, printa
 from tui.cli_parser import OneLineParser, UsageError, nonblank
 from engine.core.thinking import holds_thinking
 from tui.headless.output import Printer, progress_printer, say as _say
-from tui.headless.params import add_param_flags, params_from_args
+from tui.headless.bias import resolve_text_biases
+from tui.headless.params import add_param_flags, params_from_args, text_biases
 from tui.headless.previews import PreviewSpec, parse_preview, run_turn_with_previews
 from tui.headless.saved import LinearChat, first_messages, open_chat, saved_record
 from engine.core.library import LibraryError
@@ -89,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the longest a reply from a server may take in all (default: [engine] turn_timeout_s)")
     run.add_argument("--thinking", choices=("on", "off"), help="a reasoning model's thinking switch, where its chat "
                      "template has one (Qwen3's enable_thinking); default: the template's")
+    run.add_argument("--score", action="store_true", help="after the last reply, read the whole chat back and "
+                     "print its perplexity and each message's (teacher-forced; a JSON line with --json)")
     run.add_argument("--save", action="store_true", help="keep the conversation in the library and say its id")
     run.add_argument("--continue", dest="continue_id", metavar="ID", help="continue a chat from the library "
                      "(its replies as their exact token ids when the model is the same); new turns are saved to it")
@@ -118,6 +123,8 @@ class RunPlan:
     save: bool = False  # keep the chat in the library (--save, or --continue)
     continue_id: str | None = None
     thinking: bool | None = None  # --thinking on/off; None: the template's default
+    score: bool = False  # --score: the chat's perplexities after the last reply
+    text_biases: tuple[tuple[str, float], ...] = ()  # --logit-bias TEXT=BIAS, resolved once the model is in
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -161,6 +168,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         save=args.save or args.continue_id is not None,
         continue_id=args.continue_id,
         thinking=None if args.thinking is None else args.thinking == "on",
+        score=args.score,
+        text_biases=text_biases(args),
     )
 
 
@@ -242,11 +251,12 @@ async def run_conversation(
         if on_loaded is not None:
             on_loaded()
         folder = info.path
+        params = await resolve_text_biases(engine, plan.params, plan.text_biases)
         messages = first_messages(plan.system, chat, info.path)
         dropped = 0
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
-            fitted = await fit_turn(engine, messages, plan.config.chat.context_strategy, plan.params.max_tokens,
+            fitted = await fit_turn(engine, messages, plan.config.chat.context_strategy, params.max_tokens,
                                     thinking=plan.thinking, dropped_before=dropped)
             if fitted.refusal is not None:  # before the prompt enters the library: nothing to undo
                 raise ContextLimitError(fitted.refusal)
@@ -257,7 +267,7 @@ async def run_conversation(
                 _warn_once(err, chat.user(prompt), said)
             printer.started(turn, prompt)
             in_turn = True
-            request = GenerateRequest(fitted.messages, with_seed(plan.params), thinking=plan.thinking)
+            request = GenerateRequest(fitted.messages, with_seed(params), thinking=plan.thinking)
             if plan.preview is None:
                 done = await _run_turn(engine, request, turn, printer)
             else:
@@ -266,6 +276,8 @@ async def run_conversation(
             messages.append(_reply(done, plan.thinking, info.drops_past_thinking))
             if chat is not None:
                 _warn_once(err, chat.reply(done, request.params, info.path) or chat.problem, said)
+        if plan.score:
+            await _score_chat(engine, info, messages, plan.thinking, printer)
     except BaseException as stopped:  # a signal (CancelledError), a failure: keep the reply so far
         if chat is not None and in_turn:
             chat.cut("error" if isinstance(stopped, Exception) else "cancelled", folder)
@@ -274,6 +286,16 @@ async def run_conversation(
         if in_turn:
             engine.cancel()
         await engine.close()
+
+
+async def _score_chat(engine: EngineAPI, info: ModelInfo, messages: list[Message], thinking: bool | None,
+                      printer: Printer) -> None:
+    """--score: the whole chat read back, teacher-forced (`EngineAPI.score`), its perplexities printed."""
+    if not info.abilities.scoring:
+        raise EngineError(info.abilities.reason("scoring") or f"{info.name} cannot score the chat (--score).")
+    continued = bool(messages) and messages[-1].role == "assistant"
+    scored = await engine.score(ScoreRequest(tuple(messages), candidates=0, continue_last=continued, thinking=thinking))
+    printer.scored(scored, messages)
 
 
 def _reply(done: TurnFinished, thinking: bool | None, drop_thinking: bool) -> Message:
@@ -386,7 +408,7 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
         return _fail(err, "interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         return _quiet_broken_pipe()
-    except (ModelLoadError, ContextLimitError) as error:
+    except (ModelLoadError, ContextLimitError, ParamError) as error:  # ParamError: a --logit-bias text
         return _fail(err, str(error))
     except EngineError as error:
         return _fail(err, str(error), 1)

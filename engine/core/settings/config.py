@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from engine.core.api import PARAM_LIMITS, ParamError, SamplingParams
+from engine.core.forks import ENTROPY_LIMIT
 from engine.core.params import order_name
 from engine.core.settings.paths import cache_dir, state_dir, user_config_dir
 from engine.core.settings.sections import (
@@ -139,6 +140,8 @@ _EXTRA_CHECKS: Mapping[str, Mapping[str, Callable[[Any], str | None]]] = {
     "ui": {
         "theme": _check_not_empty,
         "low_prob_threshold": _check_range(0.0, 1.0),
+        "fork_entropy": _check_range(0.0, ENTROPY_LIMIT),
+        "fork_margin": _check_range(0.0, 1.0),
     },
     "chat": {"context_strategy": _check_choice(CONTEXT_STRATEGIES)},
     "engine": {"timeout_s": _check_range(1.0, 3600.0), "turn_timeout_s": _check_range(1.0, 86400.0)},
@@ -341,9 +344,10 @@ def _sampling_table(params: SamplingParams) -> dict[str, Any]:
     return table
 
 
-def save_settings(params: SamplingParams, theme: str, path: Path) -> None:
-    """Write `params` to [sampling] and `theme` to [ui].theme of the user's file, keeping
-    every other setting in it. Raises `ConfigError` (one line) and leaves the file untouched.
+def save_settings(params: SamplingParams, theme: str, path: Path, ui: Mapping[str, Any] | None = None) -> None:
+    """Write `params` to [sampling], `theme` to [ui].theme and `ui`'s other values (the fork
+    thresholds) to [ui] of the user's file, keeping every other setting in it. Raises
+    `ConfigError` (one line) and leaves the file untouched.
 
     The write is atomic (a temporary file in the same folder, then ``os.replace``), so a crash
     never leaves half a file. A file that does not parse is NOT overwritten: we refuse and say
@@ -356,7 +360,7 @@ def save_settings(params: SamplingParams, theme: str, path: Path) -> None:
     data: dict[str, Any] = {} if isinstance(result, TomlProblem) else dict(result[0])
     sampling = data.get("sampling")
     data["sampling"] = {**(sampling if isinstance(sampling, dict) else {}), **_sampling_table(params)}
-    ui = data.get("ui")
-    data["ui"] = {**(ui if isinstance(ui, dict) else {}), "theme": theme}
+    old_ui = data.get("ui")
+    data["ui"] = {**(old_ui if isinstance(old_ui, dict) else {}), **(ui or {}), "theme": theme}
     write_toml_atomically(path, data)
 

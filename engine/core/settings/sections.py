@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.core.api import SamplingParams
+from engine.core.forks import DEFAULT_ENTROPY, DEFAULT_MARGIN, ForkRule
 
 COMPUTE_DTYPES = ("auto", "float32", "bfloat16", "float16", "model")
 GGUF_THREADS_LIMIT = 512
@@ -46,8 +47,17 @@ class UIConfig:
     theme: str = "logitscope-dark"  # a built-in theme or one from the config folder's themes/
     heatmap: bool = False  # colour every token by its probability
     low_prob_threshold: float = 0.1  # "jump to next low-probability token" stops below this
+    # A fork (f / F jump to the next / previous one; a reply's header counts them): a token whose
+    # entropy is above `fork_entropy` nats, or whose top two raw probabilities are closer than
+    # `fork_margin`. 0 switches that test off (`engine.core.forks`).
+    fork_entropy: float = DEFAULT_ENTROPY
+    fork_margin: float = DEFAULT_MARGIN
     show_candidates: bool = True  # the candidates panel beside the chat
     show_params: bool = True  # the parameters panel
+
+    @property
+    def forks(self) -> ForkRule:
+        return ForkRule(self.fork_entropy, self.fork_margin)
 
 
 @dataclass(frozen=True)

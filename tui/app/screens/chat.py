@@ -3,7 +3,8 @@
 It is the only place that knows both the controller and the widgets; widgets stay dumb
 (attributes down, messages up) and the controller never touches a widget. The rest is done by
 helpers it owns, each typed by a Protocol of what it needs of the screen: `conversation_actions`,
-`param_actions`, `preview_actions`, `chat_search`, `focus_rules` (the `chat_*` modules).
+`param_actions`, `preview_actions`, `stage_actions`, `chat_search`, `focus_rules`, `scope`,
+`second` (the `chat_*` modules).
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.chat_params import ParamActions
 from tui.app.screens.chat_previews import PreviewActions
+from tui.app.scores import ScoresChanged
+from tui.app.screens.chat_second import SecondModelActions, second_engine_factory
+from tui.app.widgets.second_line import SecondLine
+from tui.app.screens.chat_scope import ScopeActions
 from tui.app.screens.chat_search import SearchActions
+from tui.app.screens.chat_stages import StageActions
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
 from tui.app.widgets.candidates import CandidatesPanel
 from tui.app.widgets.chat_input import ChatInput
@@ -72,7 +78,11 @@ class ChatScreen(Screen[None]):
         self.chat_search = SearchActions(self)
         self.preview_actions = PreviewActions(self, self.previews)
         self.param_actions = ParamActions(self)
+        self.stage_actions = StageActions(self)
         self.conversation_actions = ConversationActions(self, library)
+        self.scope = ScopeActions(self, config.ui.forks)  # scores, probes, forks (#33)
+        self.second_engine_factory = second_engine_factory(self.controller.engine, config)
+        self.second = SecondModelActions(self)  # a second model reading the chat (#33.5)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -82,6 +92,7 @@ class ChatScreen(Screen[None]):
                 yield ChatInput(id="input")
             with Vertical(id="side"):
                 yield CandidatesPanel(classes="" if self.config.ui.show_candidates else "-hidden")
+                yield SecondLine()
                 yield PreviewsPanel()
                 yield ParamsPanel(classes="" if self.config.ui.show_params else "-hidden")
         yield StatusBar()
@@ -90,6 +101,7 @@ class ChatScreen(Screen[None]):
     def on_mount(self) -> None:
         transcript = self.query_one(Transcript)
         transcript.low_threshold = self.config.ui.low_prob_threshold
+        self.scope.mounted()
         self.query_one(ParamsPanel).params = self.controller.params
         self.watch(self.query_one(ParamsPanel), "params", self.preview_actions.params_changed, init=False)
         self._apply_heat()
@@ -142,6 +154,7 @@ class ChatScreen(Screen[None]):
         if any(v.tokens is not None and not v.ids_fit(event.info.path)
                for n in conversation.iter_nodes() for v in n.versions):
             self.notify(f"Now using {event.info.name}: the replies so far continue as text.")
+        self.scope.rescore()
 
     @on(msg.ModelLoadFailed)
     def _load_failed(self, event: msg.ModelLoadFailed) -> None:
@@ -198,6 +211,7 @@ class ChatScreen(Screen[None]):
             self._panel_due = now + 1.0 / PANEL_HZ
             panel = self.query_one(CandidatesPanel)
             panel.streaming, panel.token = True, event.node.version.tokens[-1]
+            self.stage_actions.cursor()
 
     @on(msg.GenerationFinished)
     def _finished(self, event: msg.GenerationFinished) -> None:
@@ -206,6 +220,7 @@ class ChatScreen(Screen[None]):
         bar.stats = event.stats
         bar.past_thinking = self.controller.past_thinking_label()
         bar.state = ("stopped" if event.reason == "cancelled" else "ready") + self._dropped_note()
+        self.scope.rescore()
 
     @on(msg.GenerationFailed)
     def _failed(self, event: msg.GenerationFailed) -> None:
@@ -224,6 +239,7 @@ class ChatScreen(Screen[None]):
         panel.streaming = False
         if transcript.cursor is None and node.version.tokens:
             panel.token = node.version.tokens[-1]
+        self.stage_actions.cursor()
         self.refresh_bindings()
 
     # --- user intent from widgets
@@ -254,10 +270,44 @@ class ChatScreen(Screen[None]):
     @on(msg.TokenSelected)
     def _token_selected(self, event: msg.TokenSelected) -> None:
         panel = self.query_one(CandidatesPanel)
-        tokens = event.node.version.tokens if event.node is not None else None
         panel.streaming = False
-        panel.token = tokens[event.index] if tokens and event.index is not None else None
+        panel.token = event.token
         self.preview_actions.cursor(event.node, event.index)
+        self.second.token_selected(event.node, event.index)
+        self.stage_actions.cursor()
+
+    @on(Transcript.Shown)
+    def _shown(self) -> None:
+        self.scope.rescore()
+        self.second.chat_rested()
+
+    @on(ScoresChanged)
+    def _scores_changed(self, event: ScoresChanged) -> None:
+        self.scope.scores_changed(event)
+        self.second.chat_rested()  # the transcript shows the scored tokens now: map them
+
+    def open_second_model(self) -> None:
+        """Pick a model (as Ctrl+O does) to read the chat beside the loaded one."""
+        from engine.models import list_local_models
+        from tui.app.screens.model_picker import ModelPicker
+
+        def picked(spec: str | None) -> None:
+            if spec:
+                self.run_worker(self.second.open_model(spec), group="second-model", exclusive=True)
+        self.app.push_screen(ModelPicker(list_local_models, None), picked)
+
+    def close_second_model(self) -> None:
+        self.run_worker(self.second.close_model(), group="second-model", exclusive=True)
+
+    def second_changed(self) -> None:
+        """The second model opened, closed or read the chat anew: the heatmap by disagreement
+        takes the new ratios (or, closed, steps back to off)."""
+        if self.heat_mode == "disagreement" and not self.second.open:
+            self.heat_mode = None
+        self._apply_heat()
+
+    def action_probe_phrase(self) -> None:
+        self.scope.probe()
 
     @on(msg.CandidateChosen)
     def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
@@ -308,6 +358,8 @@ class ChatScreen(Screen[None]):
         """Escape stops only while streaming; otherwise it falls through (leave the input)."""
         if action == "stop":
             return self.controller.busy
+        if action == "probe_phrase":
+            return self.scope.can_probe()  # hidden where the engine cannot (said once at load)
         return True
 
     def action_stop(self) -> None:
@@ -340,6 +392,9 @@ class ChatScreen(Screen[None]):
     def action_toggle_previews(self) -> None:
         self.preview_actions.toggle()
 
+    def action_toggle_stages(self) -> None:
+        self.stage_actions.toggle()
+
     def action_toggle_thinking(self) -> None:
         """Each reply keeps the switch it was written under; this sets the next ones'."""
         self.notify(self.controller.toggle_thinking())
@@ -359,12 +414,14 @@ class ChatScreen(Screen[None]):
 
     def action_toggle_heatmap(self) -> None:
         """Off, then by probability, then by entropy, then off again."""
-        self.heat_mode = HEAT_CYCLE[(HEAT_CYCLE.index(self.heat_mode) + 1) % len(HEAT_CYCLE)]
+        cycle = HEAT_CYCLE + (("disagreement",) if self.second.open else ())
+        self.heat_mode = cycle[(cycle.index(self.heat_mode) + 1) % len(cycle)] if self.heat_mode in cycle else None
         self._apply_heat()
 
     def _apply_heat(self) -> None:
         mode = self.heat_mode
         heat = HeatPalette.from_variables(self.app.theme_variables, mode) if mode is not None else None
+        heat = heat.switched(heat.by, self.second.ratios) if heat is not None else None
         self.query_one(Transcript).set_heat(heat)
         self.query_one(HeatLegend).palette = heat
 

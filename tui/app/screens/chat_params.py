@@ -21,6 +21,8 @@ from engine.core.param_steps import (
     ALL_PARAMS, LABELS, apply_preset, bias_step, format_param, parse_param, step_param, typed_value,
 )
 from engine.core.settings import Config, printable
+from tui.app.bias_labels import bias_labels
+from tui.app.screens.chat_biases import BiasActions
 from tui.app.screens.dialogs import ValueDialog
 from tui.app.widgets.candidates import CandidatesPanel
 from tui.app.widgets.params_panel import ParamsPanel
@@ -32,7 +34,6 @@ W = TypeVar("W", bound=Widget)
 
 HINTS = {
     "seed": "empty or 'random' = a fresh seed each turn",
-    "logit_bias": "ID=BIAS, ID=BIAS (-100 to 100; 'ban' = -100); empty: no biases",
     "dry_sequence_breakers": "comma-separated; \\n = line break, \\, = comma; 'none': no breakers",
     "samplers": "llama.cpp, mlx-lm, logitscope, or stage names joined by ';'",
     "mirostat": "0 = off, 2 = mirostat v2",
@@ -53,6 +54,10 @@ class ParamsHost(Protocol):
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None: ...
 
+    def run_worker(self, work: Any, name: str | None = "", group: str = "default",
+                   description: str = "", exit_on_error: bool = True, start: bool = True,
+                   exclusive: bool = False, thread: bool = False) -> Any: ...
+
 
 class ParamActions:
     """The chat screen's parameter changes (see the module docstring)."""
@@ -60,7 +65,8 @@ class ParamActions:
     def __init__(self, screen: ParamsHost) -> None:
         self.screen = screen
         self.preset = ""  # the preset last applied (F-key cycling starts after it)
-        self._bias_names: dict[int, str] = {}  # token id -> its text, for the panel's list of biases
+        self.bias_names: dict[int, str] = {}  # token id -> its text, for the panel's list of biases
+        self.biases = BiasActions(screen, self)  # the "Set logit bias" dialog, tokens by id or by text
 
     def set_params(self, params: SamplingParams, preset: str = "") -> None:
         """Apply at once (a running reply uses them from its next token) and show them: the rows
@@ -71,9 +77,7 @@ class ParamActions:
         controller.set_params(params)
         panel = self.screen.query_one(ParamsPanel)
         panel.params, panel.preset = params, preset
-        panel.bias_text = ", ".join(
-            f"{printable(self._bias_names[t])!r}{'⊘' if b <= -100 else f'{b:+g}'}" if t in self._bias_names
-            else f"#{t}{'⊘' if b <= -100 else f'{b:+g}'}" for t, b in params.logit_bias)
+        panel.bias_labels = bias_labels([t for t, _ in params.logit_bias], self.bias_names, controller.conversation)
         changed = [name for name, _label in ALL_PARAMS if getattr(old, name) != getattr(params, name)]
         model = controller.engine.model
         if changed and controller.busy and model is not None and not controller.live_params:
@@ -98,7 +102,7 @@ class ParamActions:
         if candidate.id < 0:
             self.screen.notify("This server names tokens by text only: a bias needs an id.", severity="warning")
             return
-        self._bias_names[candidate.id] = candidate.text
+        self.bias_names[candidate.id] = candidate.text
         params = bias_step(self.screen.controller.params, candidate.id, step)
         self.set_params(params)
         value = dict(params.logit_bias).get(candidate.id, 0.0)
@@ -121,7 +125,11 @@ class ParamActions:
         self.screen.notify(f"Sampler order: {order}", timeout=2)
 
     def edit(self, name: str) -> None:
-        """Ask for an exact value; a value outside the limits is refused in the dialog."""
+        """Ask for an exact value; a value outside the limits is refused in the dialog (the biases
+        have a dialog of their own: `chat_biases`)."""
+        if name == "logit_bias":
+            self.biases.edit()
+            return
         controller = self.screen.controller
 
         def validate(text: str) -> str | None:

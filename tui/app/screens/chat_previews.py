@@ -68,18 +68,24 @@ class PreviewActions:
     def branch(self, position: int) -> None:
         """A candidate chosen (a digit, a click): branch at the cursor's token (else at the token
         the candidates panel shows), starting from its finished preview where there is one."""
-        cursor = self.screen.query_one(Transcript).cursor or self._panel_cursor()
+        cursor = self.panel_cursor()
         if cursor is None:
             self.screen.notify("Select a token first (Esc, then ←/→).", severity="warning")
+        elif cursor[0].role != "assistant":
+            self.screen.notify("This is text the model reads: a branch starts at a reply's token.", severity="warning")
         elif (why := self.screen.controller.branch(cursor[0], cursor[1], position,
                                                    self.continuation(*cursor, position))) is not None:
             self.screen.notify(why, severity="warning")
         else:
             self.screen.query_one(Transcript).clear()
 
-    def _panel_cursor(self) -> tuple[Node, int] | None:
-        """The token the candidates panel shows while none is selected (the newest reply's last),
-        so a digit picks from the list on screen rather than failing silently."""
+    def panel_cursor(self) -> tuple[Node, int] | None:
+        """The token under the cursor, else the one the candidates panel shows while none is
+        selected (the newest reply's last), so a digit picks from the list on screen rather than
+        failing silently (the stage view reads the same token)."""
+        cursor = self.screen.query_one(Transcript).cursor
+        if cursor is not None:
+            return cursor[0], cursor[1]
         token = self.screen.query_one(CandidatesPanel).token
         for node in reversed(self.screen.controller.conversation.path()):
             tokens = node.version.tokens or []

@@ -14,10 +14,12 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from engine.core.api import TokenEvent
+from engine.core.api import StageView, TokenEvent
+from engine.core.forks import ForkRule
 from tui.app.bindings import bindings_for
 from tui.app.messages import CandidateBias, CandidateChosen
 from tui.app.widgets.render import bar, log_text, percent, safe_log, visible
+from tui.app.widgets.stage_table import last_offset, stage_table
 
 BAR_WIDTH = 10
 FIXED_COLUMNS = 19  # key and marker, the two numbers, the gaps between the five columns
@@ -40,15 +42,27 @@ class CandidatesPanel(Widget, can_focus=True):
     row: reactive[int] = reactive(0)
     streaming: reactive[bool] = reactive(False)
     logprobs: reactive[bool] = reactive(False)  # natural-log probabilities instead of percent
+    forks: reactive[ForkRule] = reactive(ForkRule)  # a fork is marked in the summary (#33.4)
+    probe: reactive[str] = reactive("")  # the last probe's line at this token (#33.2)
+    # The stage view (#32.3): each candidate's probability after every stage, for `token`; the
+    # screen fills `stage_view` (or says why not in `stage_note`) when the engine answers.
+    stages: reactive[bool] = reactive(False)
+    stage_view: reactive[StageView | None] = reactive(None)
+    stage_note: reactive[str] = reactive("")
+    stage_offset: reactive[int] = reactive(0)
 
     def on_mount(self) -> None:
         self.border_title = "candidates"
+
+    def watch_stages(self, stages: bool) -> None:
+        self.border_title = "stages" if stages else "candidates"
         self.watch(self.app, "theme", self._theme_changed, init=False)
 
     def _theme_changed(self) -> None:
         self.refresh()  # bar colours come from the theme's variables
 
     def watch_token(self, token: TokenEvent | None) -> None:
+        self.probe = ""  # it was asked at the token shown before
         if token is None or self.row >= len(token.candidates):
             self.row = 0
 
@@ -62,12 +76,31 @@ class CandidatesPanel(Widget, can_focus=True):
         if token is None:
             return Text("Select a token: Esc to leave the input (Shift+Tab while a reply streams: Esc "
                         "stops it), then ←/→, or click a token.", style="dim")
-        spacer = [Text("")] if self.size.height >= SUMMARY_ROWS + 2 + len(token.candidates) else []
+        if self.stages:
+            return self._stages(token)
+        spacer = [Text("")] if self.size.height >= self._summary_rows() + 2 + len(token.candidates) else []
         return Group(self._summary(token), *spacer, self._table(token))
+
+    def _stages(self, token: TokenEvent) -> RenderableType:
+        """The stage view of `token`: a head line, then the table or the one line saying why not."""
+        head = Text()
+        head.append(f"#{token.index} ", style="dim")
+        head.append(visible(token.piece or token.text), style="bold")
+        view = self.stage_view
+        if view is None or view.token != token.id:
+            head.append(f"\n{self.stage_note or 'recomputing each stage…'}", style="italic dim")
+            return head
+        head.append("  after each stage (recomputed)", style="dim")
+        chosen = self.app.theme_variables.get("chosen-token", "")
+        return Group(head, stage_table(view, token, self.row, self.size.width, self.stage_offset, self.logprobs,
+                                       chosen, self.has_focus, self.size.height - 1))
 
     def _room(self) -> int:
         """How many candidate rows fit under the numbers and the column heads."""
-        return self.size.height - SUMMARY_ROWS - 1
+        return self.size.height - self._summary_rows() - 1
+
+    def _summary_rows(self) -> int:
+        return SUMMARY_ROWS + (1 if self.probe else 0)
 
     def _window(self, count: int) -> range:
         """The candidates shown: all that fit, from `_top`, which keeps the cursor's row in."""
@@ -94,8 +127,12 @@ class CandidatesPanel(Widget, can_focus=True):
         rank = UNKNOWN if token.rank is None else str(token.rank)
         entropy = UNKNOWN if token.entropy is None else f"{token.entropy:.2f} nats"
         text.append(f"\nrank {rank}  entropy {entropy}")
+        if self.forks.is_fork(token):
+            text.append("  fork", style="bold")
         if self.streaming:
             text.append("  (newest)", style="italic dim")
+        if self.probe:
+            text.append(f"\nprobe {self.probe}", style="italic")
         return text
 
     def _number(self, p: float, logprob: float) -> str:
@@ -151,6 +188,11 @@ class CandidatesPanel(Widget, can_focus=True):
     def action_cursor(self, step: int) -> None:
         if self.token is not None and self.token.candidates:
             self.row = (self.row + step) % len(self.token.candidates)
+
+    def action_stage_page(self, step: int) -> None:
+        """In the stage view: the next or previous stage columns (those after "model")."""
+        if self.stages and self.stage_view is not None:
+            self.stage_offset = max(0, min(self.stage_offset + step, last_offset(self.stage_view, self.size.width)))
 
     def action_choose(self) -> None:
         if self.token is not None and self.token.candidates:

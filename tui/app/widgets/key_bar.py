@@ -42,6 +42,7 @@ CORE_HINTS: dict[str, tuple[str | None, str]] = {
     **{f"branch.choose.{n}": ("branch", "Branch") for n in range(1, 11)},
     **{f"candidate.choose.{n}": ("candidate", "Branch") for n in range(1, 11)},
     "token.next_low": (None, "Unlikely"),
+    "token.next_fork": (None, "Fork"),
     "focus.input": (None, "Type"), "candidates.leave": (None, "Type"), "params.leave": (None, "Type"),
 }
 # group -> (first member, last member, what joins their keys)

@@ -25,6 +25,7 @@ from textual.widgets import Static
 
 from engine.core.api import TokenEvent
 from engine.core.chat.conversation import Node, Version
+from engine.core.forks import ForkRule
 from engine.core.param_steps import changes_note
 from tui.app.hints import welcome_keys
 from tui.app.safe_text import printable
@@ -32,6 +33,9 @@ from tui.app.widgets.markdown_marks import Mark, markdown_marks
 from tui.app.widgets.render import HeatPalette, mark_style, token_display
 from tui.app.widgets.thinking_fold import ThinkingBlock, thinking_block
 from tui.app.widgets.token_chunk import TokenChunk
+from tui.app.widgets.user_view import UserView, perplexity_text
+
+__all__ = ["AssistantView", "UserView", "Welcome", "welcome_text", "fit_parts"]
 
 CHUNK_SOFT = 200  # cut a chunk after a newline once it is this long (never mid-paragraph)
 
@@ -70,34 +74,6 @@ class Welcome(Static):
         super().__init__(welcome_text(model, plain, keymap), markup=False)
 
 
-class UserView(Static):
-    """A user (or system) message, with its version counter when it has been edited."""
-
-    DEFAULT_CSS = """
-    UserView { height: auto; margin: 1 0 0 0; padding: 0 1; border-left: thick $accent; }
-    UserView.system { border-left: thick $warning; color: $text-muted; }
-    """
-
-    def __init__(self, node: Node) -> None:
-        super().__init__(markup=False, classes=node.role)
-        self.node = node
-        self._shown: tuple[str, str] | None = None  # (label, text) last drawn
-
-    def on_mount(self) -> None:
-        self.sync()
-
-    def sync(self) -> None:
-        """Redraw if the label or the text changed (the transcript asks every view at each send:
-        an unchanged one must not be re-rendered or laid out again)."""
-        node = self.node
-        label = "system" if node.role == "system" else "you"
-        if len(node.versions) > 1:
-            label += f"  ‹{node.active + 1}/{len(node.versions)}›"
-        if (label, node.version.text) != self._shown:
-            self._shown = (label, node.version.text)
-            self.update(Text.assemble((label, "dim"), "\n", printable(node.version.text)))
-
-
 class AssistantView(Vertical):
     """An assistant message: a header, the fold line of its thinking, and its tokens."""
 
@@ -113,7 +89,7 @@ class AssistantView(Vertical):
     class TokenClicked(Message):
         """The user clicked token `index` of `view`'s reply."""
 
-        view: "AssistantView"
+        view: "AssistantView | UserView"  # a scored user message's token too (#33.1)
         index: int
 
     def __init__(self, node: Node) -> None:
@@ -131,6 +107,10 @@ class AssistantView(Vertical):
         self.folded = True  # a leading <think> block shows as one line until unfolded (z)
         self._block: ThinkingBlock | None = None  # the version's block once closed (it no longer changes)
         self._ready = False  # children exist (views are mounted without awaiting)
+        self.forks = ForkRule()  # which tokens the header counts as forks (the transcript sets it)
+        self.perplexity: float | None = None  # the reply's, read back teacher-forced (#33.3)
+        self._forks_of: tuple[Version, ForkRule] | None = None  # what `_forks_before` counted
+        self._forks_before = (0, 0)  # (tokens counted, forks among them): all but the last token
 
     def compose(self) -> ComposeResult:
         yield Static(id="header", markup=False)
@@ -329,6 +309,11 @@ class AssistantView(Vertical):
             if version.changes:
                 parts.append((changes_note(version.params, version.changes), 2))
         parts.append((f"{len(self.tokens)} tok", 1))
+        if self.tokens:
+            forks = self.fork_count()
+            parts.append((f"{forks} fork{'s' if forks != 1 else ''}", 1))
+        if self.perplexity is not None and version.finish_reason is not None:
+            parts.append((perplexity_text(self.perplexity), 2))
         if version.finish_reason is None:
             parts.append(("streaming…", 0))
         elif version.finish_reason != "stop":
@@ -337,6 +322,32 @@ class AssistantView(Vertical):
         if text != self._header_text:  # one line, fixed height: no layout needed
             self._header_text = text
             self._header.update(text, layout=False)
+
+    def fork_count(self) -> int:
+        """How many of the reply's tokens are forks. Counted incrementally while it streams (a
+        flush costs O(new tokens)); the last token is always looked at again, since the finished
+        reply settles it."""
+        tokens, key = self.tokens, (self.node.version, self.forks)
+        counted, forks = self._forks_before
+        if self._forks_of is None or self._forks_of[0] is not key[0] or self._forks_of[1] != key[1] \
+                or counted > len(tokens) - 1:
+            self._forks_of, counted, forks = key, 0, 0
+        while counted < len(tokens) - 1:
+            forks += self.forks.is_fork(tokens[counted])
+            counted += 1
+        self._forks_before = (counted, forks)
+        return forks + (1 if tokens and self.forks.is_fork(tokens[-1]) else 0)
+
+    def set_perplexity(self, value: float | None) -> None:
+        self.perplexity = value
+        if self._ready:
+            self._update_header()
+
+    def set_forks(self, rule: ForkRule) -> None:
+        """Count forks by another rule (the thresholds changed)."""
+        self.forks = rule
+        if self._ready:
+            self._update_header()
 
     def on_resize(self) -> None:
         self._update_header()

@@ -9,6 +9,7 @@ from textual.widget import Widget
 from engine.core.api import ModelInfo
 from engine.core.chat.conversation import TurnStats
 from tui.app.safe_text import printable
+from tui.app.widgets.user_view import perplexity_text
 
 NO_MODEL = "no model loaded"
 
@@ -49,6 +50,7 @@ class StatusBar(Widget):
     thinking_switch: reactive[bool] = reactive(False)  # the model's template can switch thinking
     thinking: reactive[bool | None] = reactive(None)  # the next replies' switch (None: the template's default)
     past_thinking: reactive[str] = reactive("")  # how earlier thinking enters prompts, and its cost
+    perplexity: reactive[float | None] = reactive(None)  # the whole chat's, read back (#33.3)
 
     def watch_stats(self) -> None:
         self.context_used = None  # a finished turn's own count is the newest
@@ -87,6 +89,8 @@ class StatusBar(Widget):
         used = self.context_used if self.context_used is not None else s.context_used if s else 0
         if limit:  # no model, no context: "ctx 0/?" said nothing
             facts.append((f"  ctx {used}/{limit}", "", 0))
+        if self.perplexity is not None:
+            facts.append((f"  chat {perplexity_text(self.perplexity)}", "", 1))
         if s is not None:
             facts.append((f"  reused {s.reused_tokens} of {s.prompt_tokens}", "", 1))  # prompt tokens from the cache
             facts.append((f"  ttft {s.ttft_s * 1000:.0f} ms", "", 2))
@@ -103,6 +107,7 @@ class StatusBar(Widget):
         """A load began ("loading demo…"): the old model is gone (the engine dropped it), so are
         its numbers."""
         self.model, self.compute, self.context_limit, self.stats, self.state = "", "", 0, None, f"loading {spec}…"
+        self.perplexity = None
         self.thinking_switch = False
 
     def show_no_model(self) -> None:

@@ -12,6 +12,7 @@ ones when the view scrolls up to them or the cursor moves to them, so opening an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual.containers import VerticalScroll
@@ -21,12 +22,16 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
+from engine.core.api import TokenEvent
+from engine.core.forks import ForkRule
 from tui.app.bindings import bindings_for
 from tui.app.messages import CandidateChosen, SearchStep, TokenSelected
 from engine.core.chat.conversation import Conversation, Node, Version
 from tui.app.widgets.message_views import AssistantView, UserView, Welcome, welcome_text
 from tui.app.widgets.token_chunk import TokenChunk
 from tui.app.widgets.render import HeatPalette
+from tui.app.scores import ChatScores
+from tui.app.widgets.token_jumps import find_token
 from tui.app.widgets.transcript_window import window_for, BATCH, earlier_text, plan
 
 
@@ -58,7 +63,10 @@ class Transcript(VerticalScroll, can_focus=True):
         self.conversation = Conversation()
         self.heat: HeatPalette | None = None
         self.low_threshold = 0.1
-        self.selected: AssistantView | None = None  # the reply holding the token cursor
+        self.forks = ForkRule()  # what f / F stop at and the replies' headers count (the screen sets it)
+        self.selected: AssistantView | UserView | None = None  # the message holding the token cursor
+        self.scores: ChatScores | None = None  # the messages' scored tokens (#33.1; the screen sets it)
+        self.differences: frozenset[int] = frozenset()  # id(token)s where two models' first choices differ (#33.5)
         self._model: str | None = None  # the loaded model's name for the welcome; None: the demo
         self._plain = False  # the loaded model has no chat template (the welcome says so)
         self._system: Node | None = None
@@ -114,6 +122,7 @@ class Transcript(VerticalScroll, can_focus=True):
             self.anchor()  # a resumed chat, another branch: its newest message in view
         if self._first > 0:
             self.call_after_refresh(self._fill)
+        self.post_message(self.Shown())
 
     def _fill(self) -> None:
         """Mount earlier messages while the mounted ones do not fill two screens (short messages
@@ -174,15 +183,15 @@ class Transcript(VerticalScroll, can_focus=True):
             self._earlier_due = True
             self.call_later(self.show_earlier)
 
-    def _revealed(self, node: Node) -> AssistantView | None:
+    def _revealed(self, node: Node) -> AssistantView | UserView | None:
         """The view of `node`, mounting the earlier messages down to it when it is above the
         mounted ones (a cursor moving back through the replies)."""
-        view = self.view_of(node)
+        view = self.any_view_of(node)
         if view is None:
             index = next((i for i in range(self._first) if self._path[i] is node), None)
             if index is not None:
                 self._mount_earlier(index)
-                view = self.view_of(node)
+                view = self.any_view_of(node)
         return view
 
     def _system_nodes(self, conversation: Conversation) -> list[Node]:
@@ -194,11 +203,15 @@ class Transcript(VerticalScroll, can_focus=True):
         return [self._system]
 
     def _view_for(self, node: Node) -> UserView | AssistantView:
+        scored = self.scores.of(node.version) if self.scores is not None else None
         if node.role == "assistant":
             view = AssistantView(node)
-            view.heat = self.heat
+            view.heat, view.forks = self.heat, self.forks
+            view.perplexity = scored.perplexity if scored is not None else None
             return view
-        return UserView(node)
+        user = UserView(node)
+        user.heat, user.scores = self.heat, scored
+        return user
 
     def _resync(self, view: object) -> None:
         if isinstance(view, AssistantView):
@@ -206,10 +219,39 @@ class Transcript(VerticalScroll, can_focus=True):
                 view.cursor = None
             view.rebuild()
         elif isinstance(view, UserView):
-            view.sync()
+            self._rescore(view)
+
+    def _rescore(self, view: UserView | AssistantView) -> None:
+        """Give a view the scores of the version it shows (a cursor past its tokens leaves)."""
+        scored = self.scores.of(view.node.version) if self.scores is not None else None
+        if isinstance(view, AssistantView):
+            view.set_perplexity(scored.perplexity if scored is not None else None)
+            return
+        if view is self.selected and view.cursor is not None and (scored is None or view.cursor >= len(scored.tokens)):
+            self.clear()
+        view.set_scores(scored)
+
+    def scores_changed(self) -> None:
+        """New scores: every mounted message shows its own (tokens, perplexity)."""
+        for view in self._views():
+            self._rescore(view)
+
+    def path_nodes(self) -> list[Node]:
+        """The path shown, the system prompt first when there is one: one node per message the
+        engine reads (`Conversation.messages`)."""
+        return list(self._path)
+
+    def tokens_of(self, node: Node) -> list[TokenEvent]:
+        """The tokens the cursor walks in `node`: a reply's own, a read message's scored ones."""
+        if node.role == "assistant":
+            return node.version.tokens or []
+        return self.scores.tokens(node) if self.scores is not None else []
 
     def view_of(self, node: Node) -> AssistantView | None:
         return next((v for v in self.query_children(AssistantView) if v.node is node), None)
+
+    def any_view_of(self, node: Node) -> AssistantView | UserView | None:
+        return next((v for v in self._views() if v.node is node), None)
 
     def stream_grew(self, node: Node, follow: bool) -> None:
         """New tokens in a streaming reply; the cursor follows the newest when asked."""
@@ -220,9 +262,15 @@ class Transcript(VerticalScroll, can_focus=True):
         if follow:
             self._select(view, len(view.tokens) - 1 if view.tokens else None, scroll=False)
 
+    def set_forks(self, rule: ForkRule) -> None:
+        """New fork thresholds: f / F stop by them and every reply's header counts by them."""
+        self.forks = rule
+        for view in self.query_children(AssistantView):
+            view.set_forks(rule)
+
     def set_heat(self, heat: HeatPalette | None) -> None:
         self.heat = heat
-        for view in self.query_children(AssistantView):
+        for view in self._views():
             view.set_heat(heat)
 
     # --- the cursor
@@ -233,7 +281,7 @@ class Transcript(VerticalScroll, can_focus=True):
             return None
         return self.selected.node, self.selected.cursor
 
-    def _select(self, view: AssistantView | None, index: int | None, scroll: bool = True) -> None:
+    def _select(self, view: AssistantView | UserView | None, index: int | None, scroll: bool = True) -> None:
         """Move the cursor; a cursor that scrolls releases the view's anchor, and leaving the
         cursor restores it: the view follows the newest message whenever the cursor is not in use."""
         if view is None or index is None:
@@ -255,7 +303,9 @@ class Transcript(VerticalScroll, can_focus=True):
             else:  # the chunk is not laid out yet: scroll once it is
                 self.call_after_refresh(self._scroll_to_cursor, chunk, index)
         node = view.node if view is not None else None
-        self.post_message(TokenSelected(node, index if view is not None else None))
+        at = index if view is not None else None
+        tokens = view.tokens if view is not None else []
+        self.post_message(TokenSelected(node, at, tokens[at] if at is not None and 0 <= at < len(tokens) else None))
 
     def _scroll_to_cursor(self, chunk: TokenChunk, index: int) -> None:
         """Bring the lines of token `index` into view: a chunk may be taller than the screen.
@@ -286,13 +336,13 @@ class Transcript(VerticalScroll, can_focus=True):
     def clear(self) -> None:
         self._select(None, None)
 
-    def _replies(self) -> list[AssistantView]:
-        """The mounted replies that have tokens."""
-        return [v for v in self.query_children(AssistantView) if v.tokens]
+    def _replies(self) -> list[AssistantView | UserView]:
+        """The mounted messages that have tokens (replies, and read messages once scored)."""
+        return [v for v in self._views() if v.tokens]
 
     def _reply_nodes(self) -> list[Node]:
-        """Every reply with tokens on the path shown, mounted or not (the cursor can go to any)."""
-        return [n for n in self._path if n.role == "assistant" and n.version.tokens]
+        """Every message with tokens on the path shown, mounted or not (the cursor can go to any)."""
+        return [n for n in self._path if self.tokens_of(n)]
 
     def on_assistant_view_token_clicked(self, event: AssistantView.TokenClicked) -> None:
         self.focus()
@@ -327,32 +377,42 @@ class Transcript(VerticalScroll, can_focus=True):
         if self.searching:
             self.post_message(SearchStep(step))
             return
-        replies = self._reply_nodes()
+        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
+        self._jump(step, lambda token: token.logprob < limit, f"No token below {self.low_threshold * 100:g}%")
+
+    def action_next_fork(self, step: int) -> None:
+        """Jump to the next/previous fork (`engine.core.forks`: the model unsure there), as n / N
+        do to unlikely tokens, in the replies only (a fork is where a reply could have gone
+        another way); its candidates and what-if previews then show beside."""
+        rule = self.forks
+        self._jump(step, rule.is_fork, f"No fork ({rule.describe()})", replies_only=True)
+
+    def action_next_difference(self, step: int) -> None:
+        """Jump to the next/previous place where the second model's first choice differs from the
+        first model's (#33.5), in any message the two compared."""
+        if not self.differences:
+            self.notify("No second model has read this chat (palette: Open a second model…), or they agree "
+                        "everywhere.", timeout=4)
+            return
+        differences = self.differences
+        self._jump(step, lambda token: id(token) in differences, "No place where the two models' first choices differ")
+
+    def _jump(self, step: int, hit: Callable[[TokenEvent], bool], none: str, replies_only: bool = False) -> None:
+        """Move the cursor to the next/previous token `hit` accepts (`token_jumps.find_token`),
+        or say `none` and where it looked."""
+        replies = [n for n in self._reply_nodes() if n.role == "assistant" or not replies_only]
         if not replies:
             self.notify("No reply to look in yet.", timeout=3)
             return
         chosen = self.selected
-        view = chosen if chosen is not None and chosen.cursor is not None and any(n is chosen.node for n in replies) \
-            else None
-        if view is None:
-            at = 0 if step > 0 else len(replies) - 1
-            index = 0 if step > 0 else len(replies[at].version.tokens or []) - 1
-        else:
-            at = next(i for i, node in enumerate(replies) if node is view.node)
-            index = (view.cursor or 0) + step
-        limit = math.log(self.low_threshold) if self.low_threshold > 0 else -math.inf
-        while 0 <= at < len(replies):
-            tokens = replies[at].version.tokens or []
-            while 0 <= index < len(tokens):
-                if tokens[index].logprob < limit:
-                    self._select(self._revealed(replies[at]), index)
-                    return
-                index += step
-            at += step
-            if 0 <= at < len(replies):
-                index = 0 if step > 0 else len(replies[at].version.tokens or []) - 1
-        where = "in this chat" if view is None else "after this one" if step > 0 else "before this one"
-        self.notify(f"No token below {self.low_threshold * 100:g}% {where}.", timeout=3)
+        at = next((i for i, node in enumerate(replies) if chosen is not None and node is chosen.node), None)
+        start = (at, chosen.cursor) if at is not None and chosen is not None and chosen.cursor is not None else None
+        found = find_token([self.tokens_of(node) for node in replies], start, step, hit)
+        if found is not None:
+            self._select(self._revealed(replies[found[0]]), found[1])
+            return
+        where = "in this chat" if start is None else "after this one" if step > 0 else "before this one"
+        self.notify(f"{none} {where}.", timeout=3)
 
     def action_reply(self, step: int) -> None:
         replies = self._reply_nodes()
@@ -400,13 +460,20 @@ class Transcript(VerticalScroll, can_focus=True):
     def reselect(self) -> None:
         """Post the current selection again (the shown version changed under the cursor)."""
         cursor = self.cursor
-        self.post_message(TokenSelected(*cursor) if cursor else TokenSelected(None, None))
+        if cursor is None:
+            self.post_message(TokenSelected(None, None))
+            return
+        tokens = self.tokens_of(cursor[0])
+        self.post_message(TokenSelected(*cursor, tokens[cursor[1]] if cursor[1] < len(tokens) else None))
 
     def _last_multi(self) -> Node | None:
         return next((n for n in reversed(self.conversation.path()) if len(n.versions) > 1), None)
 
     def action_focus_input(self) -> None:
         self.screen.focus_next("ChatInput")
+
+    class Shown(Message):
+        """The views were matched to the conversation (`show`): what it reads may be scored."""
 
     @dataclass(eq=False)
     class FlipRequested(Message):

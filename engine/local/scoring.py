@@ -1,0 +1,203 @@
+"""Scoring the text a model reads, and probing a phrase at a position (`EngineAPI.score`, `.probe`).
+
+How a score is computed: the ids are rendered as the turn would render them (or tokenized as a
+plain text); the session's cache is cut back to what they share with it; positions whose
+statistics the session already holds (`Session.scores`, kept beside the cache and dropped with
+any position it drops) are taken as they are; from the first position without them, the ids are
+fed again in chunks (`engine.local.scorerows.rows_per_chunk`) with the logits of every row, and
+each row's statistics are computed in the same lazy graph and read back as a few numbers. So a
+history the cache holds (scored before) costs nothing, a new message costs its own prefill with
+the output head, and the cache afterwards holds the whole text for the next turn.
+
+Exactness: a row's logits are those of an ordinary forward pass over the cached prefix plus the
+chunk, the same computation as one pass over the whole text (tests check 1e-4 against mlx-lm and
+llama.cpp called directly, cold and from the cache).
+
+A probe reads its phrase on a copy of the cached prefix (`engine.local.preview.batch_cache`: a
+slice of MLX's KV buffers, a llama.cpp sequence sharing the chat's cells), so the chat's cache
+and its statistics stay as they were.
+
+Runs on the engine thread only (it imports MLX).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Sequence
+
+import mlx.core as mx
+
+from engine.core.api import (
+    Candidate,
+    ContextLimitError,
+    EngineError,
+    MessageScore,
+    ProbeRequest,
+    ProbeResult,
+    Scored,
+    ScoreRequest,
+    TokenEvent,
+    check_probe_request,
+    check_score_request,
+    perplexity,
+)
+from engine.core.scorespans import message_spans
+from engine.local.preview import _release, _usable, batch_cache
+from engine.local.prompt import common_prefix_len
+from engine.local.scorerows import RowStats, rows_per_chunk, stats_graph, unpack
+from engine.local.session import Session
+from engine.local.textstream import ReplyText
+
+CANCELLED = "Scoring was cancelled."
+
+
+def score_ids(session: Session, request: ScoreRequest) -> list[int]:
+    """The ids `request` reads: the turn's prompt for its messages, or its plain text tokenized
+    as the tokenizer does with its special tokens (a BOS where the model adds one)."""
+    if request.text is not None:
+        plain = getattr(session.tokenizer, "encode_document", None)  # llama.cpp: as llama-perplexity
+        ids = list(plain(request.text) if plain is not None else session.tokenizer.encode(request.text))
+        bad = next((i for i in ids if not 0 <= i < session.vocab_size), None)
+        if bad is not None:
+            raise EngineError(f"The tokenizer gave id {bad}, outside this model's {session.vocab_size} embeddings.")
+        return ids
+    return session.prompt(request.messages, request.continue_last, request.thinking)
+
+
+def _fits(session: Session, count: int, what: str) -> None:
+    if count > session.context_limit:
+        raise ContextLimitError(f"{what} is {count} tokens but the context limit is {session.context_limit}: "
+                                "shorten it (or score it in parts).")
+
+
+def run_score(session: Session, request: ScoreRequest, cancelled: threading.Event | None = None) -> Scored:
+    """Score `request` on `session` (see the module docstring)."""
+    started = time.perf_counter()
+    check_score_request(request)
+    ids = score_ids(session, request)
+    if not ids:
+        raise EngineError("There is no text to score: it has no tokens.")
+    _fits(session, len(ids), "The text" if request.text is not None else "The conversation")
+    with mx.stream(session.stream):
+        reused = ensure_scored(session, ids, request.candidates, cancelled)
+    tokens = _events(session, ids, request.candidates)
+    if request.text is not None:
+        return Scored(tuple(ids), tokens, (), perplexity([t.logprob for t in tokens]), reused,
+                      time.perf_counter() - started)
+    wanted = [m.token_ids if m.token_ids is not None else m.text for m in request.messages]
+    spans = message_spans(wanted, ids, [session.pieces.token_bytes(i) for i in ids])
+    messages = tuple(_message(number, start, end, tokens) for number, (start, end) in enumerate(spans))
+    chat = [t.logprob for m in messages for t in tokens[max(m.start, 1) - 1:m.end - 1]]
+    return Scored(tuple(ids), tokens, messages, perplexity(chat), reused, time.perf_counter() - started)
+
+
+def _message(number: int, start: int, end: int, tokens: tuple[TokenEvent, ...]) -> MessageScore:
+    own = [t.logprob for t in tokens[max(start, 1) - 1:max(end - 1, 0)]]
+    return MessageScore(number, start, end, len(own), perplexity(own))
+
+
+def _chunk(session: Session) -> int:
+    """Positions per scoring pass: bounded by the logits matrix and by llama.cpp's batch."""
+    return min(rows_per_chunk(session.vocab_size), int(getattr(session.model, "batch", 1 << 30)))
+
+
+def _has(session: Session, position: int, candidates: int) -> bool:
+    held = session.scores.get(position)
+    return held is not None and held[0] >= candidates
+
+
+def ensure_scored(session: Session, ids: Sequence[int], candidates: int,
+                  cancelled: threading.Event | None = None) -> int:
+    """Make the session's cache hold `ids` with statistics for positions 1.. of them (at least
+    `candidates` each); returns how many positions were already held."""
+    keep = session.keep_prefix(ids)
+    first = next((p for p in range(1, keep) if not _has(session, p, candidates)), keep)
+    if first >= len(ids):  # all held (a text of one token has nothing to score)
+        return max(len(ids) - 1, 0)
+    held = session.scores.get(first - 1)  # its id is fed again, the same: its statistics stay true
+    start = session.keep_prefix(ids[:max(first - 1, 0)])  # the row before `first` is fed again
+    chunk = _chunk(session)
+    for begin in range(start, len(ids), chunk):
+        if cancelled is not None and cancelled.is_set():
+            raise EngineError(CANCELLED)
+        part = list(ids[begin:begin + chunk])
+        targets = list(ids[begin + 1:begin + 1 + len(part)])  # the last id of the text has none
+        logits = session.rows(part)
+        packed = stats_graph(logits[:len(targets)], mx.array(targets, dtype=mx.int32), candidates,
+                             session.sampler_exp) if targets else None
+        mx.eval([c.state for c in session.cache] + ([packed] if packed is not None else []))
+        session.tokens.extend(part)
+        if begin == start and held is not None and start == first - 1:
+            session.scores[start] = held  # now that its id is in the cache again
+        for offset, row in enumerate(packed.tolist() if packed is not None else []):
+            stats = unpack(row)
+            if math.isnan(stats.logprob) or math.isnan(stats.entropy):
+                session.reset_cache()
+                raise EngineError("The model produced NaN logits while scoring: its weights may be damaged, "
+                                  'or its dtype overflows (try compute_dtype = "float32").')
+            session.scores[begin + 1 + offset] = (candidates, stats)
+    return max(first - 1, 0)
+
+
+def _events(session: Session, ids: Sequence[int], candidates: int) -> tuple[TokenEvent, ...]:
+    """Each scored position as a TokenEvent (its text as a reply's stream would show it)."""
+    text = ReplyText(session.tokenizer)
+    text.add(ids[0])
+    pieces = session.pieces
+    events = []
+    for position in range(1, len(ids)):
+        token = ids[position]
+        stats: RowStats = session.scores[position][1]
+        events.append(TokenEvent(
+            index=position, id=token, text=text.add(token), piece=pieces(token), logprob=stats.logprob,
+            sampled_prob=None, rank=stats.rank, entropy=stats.entropy,
+            candidates=tuple(Candidate(cid, pieces(cid), lp, None) for cid, lp in stats.candidates[:candidates]),
+        ))
+    return tuple(events)
+
+
+def run_probe(session: Session, request: ProbeRequest) -> tuple[ProbeResult, ...]:
+    """Each phrase's probability at `request.position`, read on a copy of the cached prefix."""
+    check_probe_request(request)
+    ids = score_ids(session, request.context)
+    if request.position > len(ids):
+        raise EngineError(f"Probe position {request.position} is past the text's {len(ids)} tokens.")
+    before = ids[:request.position]
+    with mx.stream(session.stream):
+        return tuple(_probe(session, before, phrase) for phrase in request.phrases)
+
+
+def _probe(session: Session, before: list[int], phrase: str) -> ProbeResult:
+    """One phrase after `before`: fed after the longest prefix the cache can give as it is."""
+    phrase_ids = session.encode.continued(phrase)
+    if not phrase_ids:
+        raise EngineError(f"The probe {phrase[:40]!r} has no tokens.")
+    _fits(session, len(before) + len(phrase_ids), "The text with the probe")
+    bad = next((i for i in phrase_ids if not 0 <= i < session.vocab_size), None)
+    if bad is not None:
+        raise EngineError(f"The probe's token {bad} is outside this model's {session.vocab_size} embeddings.")
+    start = _usable(session, min(common_prefix_len(session.tokens, before), len(before) - 1))
+    fed = before[start:] + phrase_ids[:-1]
+    cache = batch_cache(session, start, 1, len(fed))
+    try:
+        rows: list[list[float]] = []
+        chunk = _chunk(session)
+        wanted_from = len(before) - 1 - start  # the row after before[-1] is the first one read
+        for begin in range(0, len(fed), chunk):
+            part = fed[begin:begin + chunk]
+            logits = session.rows(part, cache)
+            lo = max(wanted_from - begin, 0)
+            if lo >= len(part):
+                mx.eval([c.state for c in cache])
+                continue
+            targets = phrase_ids[begin + lo - wanted_from:begin + len(part) - wanted_from]
+            packed = stats_graph(logits[lo:], mx.array(targets, dtype=mx.int32), 0, session.sampler_exp)
+            rows.extend(packed.tolist())
+    finally:
+        _release(cache)
+    stats = [unpack(row) for row in rows]
+    logprobs = tuple(s.logprob for s in stats)
+    return ProbeResult(phrase, tuple(phrase_ids), tuple(session.pieces(i) for i in phrase_ids), logprobs,
+                       math.fsum(logprobs), stats[0].rank)

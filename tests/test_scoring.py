@@ -1,0 +1,153 @@
+"""#33.1-3 on the MLX engine: every token read gets a generated token's statistics, teacher-forced,
+equal to an independent mlx-lm forward pass over the same ids (1e-4), cold and when the history
+comes from the cache; probes; perplexities; the chat's cache survives a probe."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from engine_helpers import GREEDY, reference, reply, run
+
+from engine.core.api import (
+    ContextLimitError,
+    EngineError,
+    Message,
+    ProbeRequest,
+    Scored,
+    ScoreRequest,
+)
+from engine.local.client import Engine
+
+CHAT = (Message("system", "you are a cat"), Message("user", "hello the cat, how are the dogs today?"))
+
+
+def cold_rows(path: Path, ids: list[int]) -> np.ndarray:
+    """log softmax of every row of one cache-free mlx-lm forward pass over `ids`, in float64."""
+    model, _ = reference(path)
+    logits = np.array(model(mx.array(ids)[None])[0].astype(mx.float32)).astype(np.float64)
+    m = logits.max(axis=-1, keepdims=True)
+    return logits - (m + np.log(np.exp(logits - m).sum(axis=-1, keepdims=True)))
+
+
+def check_against(scored: Scored, rows: np.ndarray, candidates: int) -> None:
+    """Every scored token against the reference rows (row i-1 predicts position i)."""
+    assert [t.index for t in scored.tokens] == list(range(1, len(scored.ids)))
+    for token in scored.tokens:
+        lp = rows[token.index - 1]
+        assert token.id == scored.ids[token.index]
+        assert token.logprob == pytest.approx(lp[token.id], abs=1e-4)
+        assert token.rank == 1 + int(np.sum(lp > lp[token.id] + 1e-6))
+        assert token.entropy == pytest.approx(float(-np.sum(np.exp(lp) * lp)), abs=1e-4)
+        assert token.sampled_prob is None
+        best = np.argsort(-lp, kind="stable")[:candidates]
+        assert len(token.candidates) == candidates
+        assert sorted(c.id for c in token.candidates) == sorted(best.tolist()) or \
+            [round(c.logprob, 4) for c in token.candidates] == [round(float(lp[i]), 4) for i in best]
+        for c in token.candidates:
+            assert c.logprob == pytest.approx(lp[c.id], abs=1e-4) and c.sampled_prob is None
+
+
+async def test_a_chat_scored_cold_equals_an_independent_forward_pass(chatml_model: Path, engine: Engine) -> None:
+    info = await engine.load(str(chatml_model))
+    assert info.abilities.scoring and info.abilities.probes
+    scored = await engine.score(ScoreRequest(CHAT, candidates=5))
+    assert scored.reused_tokens == 0
+    check_against(scored, cold_rows(chatml_model, list(scored.ids)), 5)
+    system, user = scored.messages
+    texts = "".join(t.text for t in scored.tokens[user.start - 1:user.end - 1])
+    assert texts.strip() == CHAT[1].text and system.end <= user.start
+    own = [t.logprob for t in scored.tokens[user.start - 1:user.end - 1]]
+    assert user.perplexity == pytest.approx(math.exp(-sum(own) / len(own)))
+    both = [t.logprob for m in scored.messages for t in scored.tokens[m.start - 1:m.end - 1]]
+    assert scored.perplexity == pytest.approx(math.exp(-sum(both) / len(both)))
+
+
+async def test_a_history_from_the_cache_scores_exactly_and_is_not_read_again(chatml_model: Path, engine: Engine) -> None:
+    await engine.load(str(chatml_model))
+    first = await engine.score(ScoreRequest(CHAT, candidates=4))
+    _, done = await run(engine, CHAT, GREEDY)  # the turn reuses the scored prompt
+    assert done.reused_tokens == len(done.prompt_ids) - 1
+    longer = (*CHAT, reply(done), Message("user", "and the cat again"))
+    again = await engine.score(ScoreRequest(longer, candidates=4))
+    assert again.reused_tokens >= len(first.ids) - 2  # the first chat's rows were kept
+    assert again.ids[:len(first.ids) - 1] == first.ids[:-1]
+    check_against(again, cold_rows(chatml_model, list(again.ids)), 4)
+    same = await engine.score(ScoreRequest(longer, candidates=4))
+    assert same.reused_tokens == len(same.ids) - 1 and same.tokens == again.tokens
+    edited = (*CHAT, Message("assistant", "the dog is here"), Message("user", "and the cat again"))
+    changed = await engine.score(ScoreRequest(edited, candidates=2))  # fewer candidates: rows reused
+    check_against(changed, cold_rows(chatml_model, list(changed.ids)), 2)
+    reply_span = changed.messages[2]
+    assert "".join(t.text for t in changed.tokens[reply_span.start - 1:reply_span.end - 1]).strip() == "the dog is here"
+
+
+async def test_a_plain_text_is_scored_from_its_first_token(chatml_model: Path, engine: Engine) -> None:
+    await engine.load(str(chatml_model))
+    _, tokenizer = reference(chatml_model)
+    text = "the cat sat on the mat and the dog ran away. " * 3
+    scored = await engine.score(ScoreRequest(text=text, candidates=3))
+    assert list(scored.ids) == list(tokenizer.encode(text))
+    rows = cold_rows(chatml_model, list(scored.ids))
+    check_against(scored, rows, 3)
+    nll = [-rows[i - 1][scored.ids[i]] for i in range(1, len(scored.ids))]
+    assert scored.perplexity == pytest.approx(math.exp(sum(nll) / len(nll)), rel=1e-4)
+    assert scored.messages == ()
+
+
+async def test_long_texts_are_scored_in_chunks(chatml_model: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 16 rows (the smallest) give the same rows as one pass."""
+    from engine.local import scorerows
+
+    monkeypatch.setattr(scorerows, "CHUNK_FLOATS", 1)
+    await engine.load(str(chatml_model))
+    text = " ".join(["the cat and the dog"] * 12)
+    scored = await engine.score(ScoreRequest(text=text, candidates=2))
+    assert len(scored.ids) > 40
+    check_against(scored, cold_rows(chatml_model, list(scored.ids)), 2)
+
+
+async def test_probes_read_any_phrase_at_any_position(chatml_model: Path, engine: Engine) -> None:
+    await engine.load(str(chatml_model))
+    scored = await engine.score(ScoreRequest(CHAT, candidates=3))
+    user = scored.messages[1]
+    position = user.start + 2
+    ids = list(scored.ids[:position])
+    _, tokenizer = reference(chatml_model)
+    results = await engine.probe(ProbeRequest(ScoreRequest(CHAT), position, (" the dog", " zebra")))
+    for result in results:
+        rows = cold_rows(chatml_model, ids + list(result.ids))
+        expected = [rows[position - 1 + j][t] for j, t in enumerate(result.ids)]
+        assert result.logprobs == pytest.approx(expected, abs=1e-4)
+        assert result.logprob == pytest.approx(sum(expected), abs=1e-4)
+        first = rows[position - 1]
+        assert result.first_rank == 1 + int(np.sum(first > first[result.ids[0]] + 1e-6))
+    # the token that is there: its probe equals its score
+    there = scored.tokens[position - 1]
+    same = await engine.probe(ProbeRequest(ScoreRequest(CHAT), position, (tokenizer.decode([there.id]),)))
+    if same[0].ids == (there.id,):
+        assert same[0].logprob == pytest.approx(there.logprob, abs=1e-5) and same[0].first_rank == there.rank
+    # the chat's cache and its rows are untouched: scoring again reads nothing
+    again = await engine.score(ScoreRequest(CHAT, candidates=3))
+    assert again.reused_tokens == len(again.ids) - 1
+
+
+async def test_bad_scores_and_probes_are_one_line(chatml_model: Path, tmp_path: Path) -> None:
+    engine = Engine(max_context=64)
+    try:
+        with pytest.raises(EngineError, match="No model"):
+            await engine.score(ScoreRequest(CHAT))
+        await engine.load(str(chatml_model))
+        with pytest.raises(ContextLimitError, match="context limit is 64"):
+            await engine.score(ScoreRequest(text="the cat " * 200))
+        with pytest.raises(EngineError, match="past the text"):
+            await engine.probe(ProbeRequest(ScoreRequest(CHAT), 10_000, ("cat",)))
+        with pytest.raises(EngineError, match="empty"):
+            await engine.score(ScoreRequest(text=""))
+        scored = await engine.score(ScoreRequest(CHAT, candidates=1))  # still works afterwards
+        assert len(scored.tokens) == len(scored.ids) - 1
+    finally:
+        await engine.close()

@@ -1,0 +1,140 @@
+"""#33.1-3/6 in the app (scripted engine): the text the model reads is scored, so the token
+cursor, the candidates panel and the heatmap work inside the user's own message; a probe at the
+cursor; perplexity per message and per chat; an engine that cannot score says why once and the
+probe is hidden."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tui_helpers import SIZE, screen_text, send, wait_until
+
+from engine.scripted import NO_SCORING, SCORED_PROB, ScriptedEngine, ScriptedToken
+from tui.app.screens.dialogs import ValueDialog
+from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.widgets.message_views import AssistantView
+from tui.app.widgets.status_bar import StatusBar
+from tui.app.widgets.transcript import Transcript
+from tui.app.widgets.user_view import UserView
+
+CAT = {"cat": ScriptedToken("cat", 0.1, (("dog", 0.5),))}
+
+
+def user_view(app: Any) -> UserView:
+    return app.screen.query(UserView).last()
+
+
+def scored(app: Any) -> bool:
+    return bool(app.screen.query(UserView)) and bool(user_view(app).tokens)
+
+
+def panel_text(app: Any) -> str:
+    return str(app.screen.query_one(CandidatesPanel).render().renderables[0])
+
+
+async def select_cat(app: Any, pilot: Any) -> None:
+    """Send "the cat sat", wait for its scores, put the cursor on "cat"."""
+    await send(app, pilot, "the cat sat")
+    await wait_until(pilot, lambda: scored(app))
+    await pilot.press("escape", "up", "up", "right")  # the reply, then the message above it: "the", then "cat"
+    user = app.controller.conversation.path()[-2]
+    await wait_until(pilot, lambda: app.screen.query_one(Transcript).cursor == (user, 1))
+
+
+async def test_the_users_own_tokens_show_what_the_model_would_have_said(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(scored=CAT))
+    async with app.run_test(size=SIZE) as pilot:
+        await select_cat(app, pilot)
+        view = user_view(app)
+        assert [t.text for t in view.tokens] == ["the", " cat", " sat"]  # the user's text, spaces and all
+        assert "the cat sat" in screen_text(app)
+        summary = panel_text(app)
+        assert "cat" in summary and "p raw  10.0%" in summary and "rank 2" in summary
+        table = str(app.screen.query_one(CandidatesPanel)._table(view.tokens[1]).columns[1]._cells)
+        assert "dog" in table  # the model would have said "dog" here
+        assert view.has_class("-inspect")
+
+
+async def test_the_heatmap_colours_the_users_text(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(scored={"cat": ScriptedToken("cat", 0.05)}))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        await wait_until(pilot, lambda: scored(app))
+        await pilot.press("escape", "f3")
+        chunk = user_view(app)._chunk
+        await wait_until(pilot, lambda: chunk is not None and chunk.heat is not None)
+        styles = {span.style.bgcolor or span.style.color for span in chunk.render().spans}
+        assert len(styles) >= 2  # "cat" (5%) is not coloured as "the" (25%)
+
+
+async def test_a_click_on_a_users_token_selects_it(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(scored=CAT))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        await wait_until(pilot, lambda: scored(app))
+        chunk = user_view(app)._chunk
+        await pilot.click(chunk, offset=(5, 0))
+        user = app.controller.conversation.path()[-2]
+        await wait_until(pilot, lambda: app.screen.query_one(Transcript).cursor == (user, 1))
+
+
+async def test_perplexity_per_message_and_per_chat(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(scored=CAT))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        await wait_until(pilot, lambda: scored(app))
+        expected = math.exp(-(2 * math.log(SCORED_PROB) + math.log(0.1)) / 3)
+        header = str(user_view(app).query_one("#header").render())
+        assert header == f"you · ppl {expected:.3g}"
+        reply = app.screen.query(AssistantView).last()
+        await wait_until(pilot, lambda: "ppl " in str(reply.query_one("#header").render()))
+        chat = app.screen.query_one(StatusBar).perplexity
+        assert chat is not None and f"chat ppl {chat:.3g}" in screen_text(app)
+
+
+async def test_a_probe_gives_a_phrases_probability_and_first_rank(make_app: Any) -> None:
+    engine = ScriptedEngine(scored=CAT)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await select_cat(app, pilot)
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: isinstance(app.screen, ValueDialog))
+        await pilot.press(*"cat sat", "enter")
+        await wait_until(pilot, lambda: "probe" in panel_text(app))
+        p = 0.1 * SCORED_PROB
+        assert f"'cat sat': p {p * 100:.1f}% (2 tokens), first token rank 2" in panel_text(app)
+        asked = engine.probe_requests[-1]
+        user_span = engine.score_requests[-1]
+        assert asked.context == user_span and asked.phrases == ("cat sat",)
+        await pilot.press("right")  # another token: the probe line was for "cat"
+        await wait_until(pilot, lambda: "probe" not in panel_text(app))
+
+
+async def test_a_digit_on_the_users_text_says_it_is_not_a_reply(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(scored=CAT))
+    async with app.run_test(size=SIZE) as pilot:
+        await select_cat(app, pilot)
+        before = len(app.controller.conversation.path()[-1].versions)
+        await pilot.press("1")
+        await wait_until(pilot, lambda: any("text the model reads" in n.message for n in app._notifications))
+        assert len(app.controller.conversation.path()[-1].versions) == before
+
+
+async def test_an_engine_that_cannot_score_says_why_once_and_hides_the_probe(make_app: Any) -> None:
+    engine = ScriptedEngine(scoring=False)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        await send(app, pilot, "more")
+        said = [n for n in app._notifications if NO_SCORING in n.message]
+        assert len(said) == 1 and "no probes, no perplexity" in said[0].message
+        assert not engine.score_requests and not user_view(app).tokens
+        await pilot.press("escape", "left")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert not isinstance(app.screen, ValueDialog)
+        transcript = app.screen.query_one(Transcript)
+        assert "token.probe" not in {b.binding.id for b in app.screen.active_bindings.values()} or \
+            not transcript.check_action("screen.probe_phrase", ())
+        assert "ppl" not in screen_text(app)
