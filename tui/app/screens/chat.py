@@ -286,19 +286,6 @@ class ChatScreen(Screen[None]):
         self.scope.scores_changed(event)
         self.second.chat_rested()  # the transcript shows the scored tokens now: map them
 
-    def open_second_model(self) -> None:
-        """Pick a model (as Ctrl+O does) to read the chat beside the loaded one."""
-        from engine.models import list_local_models
-        from tui.app.screens.model_picker import ModelPicker
-
-        def picked(spec: str | None) -> None:
-            if spec:
-                self.run_worker(self.second.open_model(spec), group="second-model", exclusive=True)
-        self.app.push_screen(ModelPicker(list_local_models, None), picked)
-
-    def close_second_model(self) -> None:
-        self.run_worker(self.second.close_model(), group="second-model", exclusive=True)
-
     def second_changed(self) -> None:
         """The second model opened, closed or read the chat anew: the heatmap by disagreement
         takes the new ratios (or, closed, steps back to off)."""

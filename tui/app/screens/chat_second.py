@@ -34,6 +34,13 @@ class SecondHost(Protocol):
     @property
     def is_mounted(self) -> bool: ...
 
+    @property
+    def app(self) -> Any: ...
+
+    def run_worker(self, work: Any, name: str | None = "", group: str = "default",
+                   description: str = "", exit_on_error: bool = True, start: bool = True,
+                   exclusive: bool = False, thread: bool = False) -> Any: ...
+
     def query_one(self, selector: Any) -> Any: ...
     def query(self, selector: Any = None) -> Any: ...
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
@@ -71,6 +78,19 @@ class SecondModelActions:
         return self.reader.engine is not None
 
     # --- opening and closing
+
+    def pick(self) -> None:
+        """Pick a model (as Ctrl+O does) to read the chat beside the loaded one."""
+        from engine.models import list_local_models
+        from tui.app.screens.model_picker import ModelPicker
+
+        def picked(spec: str | None) -> None:
+            if spec:
+                self.screen.run_worker(self.open_model(spec), group="second-model", exclusive=True)
+        self.screen.app.push_screen(ModelPicker(list_local_models, None), picked)
+
+    def close(self) -> None:
+        self.screen.run_worker(self.close_model(), group="second-model", exclusive=True)
 
     async def open_model(self, spec: str) -> None:
         """Load `spec` as the second model; say in one line what happened."""
