@@ -161,3 +161,35 @@ async def test_bad_scores_and_probes_are_one_line(chatml_model: Path, tmp_path: 
         assert len(scored.tokens) == len(scored.ids) - 1
     finally:
         await engine.close()
+
+
+async def test_a_turn_asked_to_score_keeps_its_prompt_s_rows(chatml_model: Path, engine: Engine) -> None:
+    """GenerateRequest.score_candidates: the turn's own prefill keeps the statistics, so scoring the
+    chat afterwards reads only the reply again, and the rows equal a cold pass."""
+    from engine.core.api import GenerateRequest
+
+    await engine.load(str(chatml_model))
+    request = GenerateRequest(CHAT, GREEDY, score_candidates=3)
+    events = []
+    async for item in engine.generate(request):
+        events.append(item)
+    done = events[-1]
+    assert done.reused_tokens == 0 and done.prefilled_tokens == len(done.prompt_ids)
+    plain = await run(engine, (Message("user", "something else entirely"),), GREEDY)  # noqa: F841 - moves the cache
+    again = [item async for item in engine.generate(request)][-1]
+    assert again.finish_reason == done.finish_reason and again.token_ids == done.token_ids
+    chat = (*CHAT, reply(again))
+    scored = await engine.score(ScoreRequest(chat, candidates=3, continue_last=True))
+    assert scored.reused_tokens >= len(again.prompt_ids) - 2  # only the reply (and the last prompt id) read again
+    check_against(scored, cold_rows(chatml_model, list(scored.ids)), 3)
+
+
+async def test_a_scoring_turn_is_cancelled_like_any_turn(chatml_model: Path, engine: Engine) -> None:
+    from engine.core.api import GenerateRequest
+
+    await engine.load(str(chatml_model))
+    stream = engine.generate(GenerateRequest(CHAT, GREEDY, score_candidates=2))
+    engine.cancel()
+    items = [item async for item in stream]
+    assert items[-1].finish_reason == "cancelled"
+    assert (await engine.score(ScoreRequest(CHAT, candidates=2))).tokens  # the engine goes on

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import mlx.core as mx
 import numpy as np
@@ -113,12 +113,23 @@ def ensure_scored(session: Session, ids: Sequence[int], candidates: int,
                   cancelled: threading.Event | None = None) -> int:
     """Make the session's cache hold `ids` with statistics for positions 1.. of them (at least
     `candidates` each); returns how many positions were already held."""
+    return feed_scored(session, ids, candidates, cancelled)[0]
+
+
+def feed_scored(session: Session, ids: Sequence[int], candidates: int,
+                cancelled: threading.Event | None = None, on_start: Callable[[int], None] = lambda _: None
+                ) -> tuple[int, int]:
+    """`ensure_scored`, also saying from which position the ids were fed again: (positions
+    whose statistics were held, the cache's length before feeding). Raises EngineError(CANCELLED)
+    when `cancelled` is set between chunks (what was fed stays cached and scored); `on_start` is
+    told that length first, so a caller knows it even then."""
     keep = session.keep_prefix(ids)
     first = next((p for p in range(1, keep) if not _has(session, p, candidates)), keep)
     if first >= len(ids):  # all held (a text of one token has nothing to score)
-        return max(len(ids) - 1, 0)
+        return max(len(ids) - 1, 0), len(ids)
     held = session.scores.get(first - 1)  # its id is fed again, the same: its statistics stay true
     start = session.keep_prefix(ids[:max(first - 1, 0)])  # the row before `first` is fed again
+    on_start(start)
     chunk = _chunk(session)
     for begin in range(start, len(ids), chunk):
         if cancelled is not None and cancelled.is_set():
@@ -135,7 +146,7 @@ def ensure_scored(session: Session, ids: Sequence[int], candidates: int,
                 raise EngineError("The model produced NaN logits while scoring: its weights may be damaged, "
                                   'or its dtype overflows (try compute_dtype = "float32").')
             session.scores[begin + 1 + offset] = (candidates, stats)
-    return max(first - 1, 0)
+    return max(first - 1, 0), start
 
 
 def _events(session: Session, ids: Sequence[int], candidates: int) -> tuple[TokenEvent, ...]:
