@@ -193,3 +193,27 @@ async def test_a_scoring_turn_is_cancelled_like_any_turn(chatml_model: Path, eng
     items = [item async for item in stream]
     assert items[-1].finish_reason == "cancelled"
     assert (await engine.score(ScoreRequest(CHAT, candidates=2))).tokens  # the engine goes on
+
+
+async def test_a_sliding_window_model_scores_as_its_own_cache_computes(window_model: Path, engine: Engine) -> None:
+    """A 12-token window (RotatingKVCache): rows equal mlx-lm fed one token at a time through its
+    own cache (where the window applies), cold and after a turn (a wrapped cache is read again)."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    await engine.load(str(window_model))
+    long = (Message("user", "hello the cat, how are the dogs today? " * 3),)
+
+    def stepwise(ids: tuple[int, ...]) -> np.ndarray:
+        model, _ = reference(window_model)
+        cache = make_prompt_cache(model)
+        rows = [np.array(model(mx.array([[i]]), cache=cache)[0, -1].astype(mx.float32)) for i in ids]
+        logits = np.stack(rows).astype(np.float64)
+        m = logits.max(-1, keepdims=True)
+        return logits - (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))
+
+    scored = await engine.score(ScoreRequest(long, candidates=2))
+    assert len(scored.ids) > 24
+    check_against(scored, stepwise(scored.ids), 2)
+    _, done = await run(engine, long, GREEDY)
+    again = await engine.score(ScoreRequest((*long, reply(done)), candidates=2, continue_last=True))
+    check_against(again, stepwise(again.ids), 2)
