@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import mlx.core as mx
@@ -131,22 +132,46 @@ def feed_scored(session: Session, ids: Sequence[int], candidates: int,
     start = session.keep_prefix(ids[:max(first - 1, 0)])  # the row before `first` is fed again
     on_start(start)
     chunk = _chunk(session)
-    for begin in range(start, len(ids), chunk):
-        if cancelled is not None and cancelled.is_set():
-            raise EngineError(CANCELLED)
-        part = list(ids[begin:begin + chunk])
-        targets = list(ids[begin + 1:begin + 1 + len(part)])  # the last id of the text has none
-        logits = session.rows(part)
-        session.tokens.extend(part)
-        if begin == start and held is not None and start == first - 1:
-            session.scores[start] = held  # now that its id is in the cache again
-        for offset, stats in enumerate(row_stats(logits[:len(targets)], np.array(targets), candidates)):
+    pending: list[tuple[int, Future[list[RowStats]]]] = []
+    try:
+        for begin in range(start, len(ids), chunk):
+            if cancelled is not None and cancelled.is_set():
+                raise EngineError(CANCELLED)
+            part = list(ids[begin:begin + chunk])
+            targets = np.array(ids[begin + 1:begin + 1 + len(part)])  # the last id of the text has none
+            logits = session.rows(part)  # meanwhile the side thread computes the previous chunk's rows
+            session.tokens.extend(part)
+            if begin == start and held is not None and start == first - 1:
+                session.scores[start] = held  # now that its id is in the cache again
+            _keep_done(session, pending, candidates)
+            pending.append((begin, _side(session).submit(row_stats, logits[:len(targets)], targets, candidates)))
+    finally:
+        _keep_done(session, pending, candidates, wait=True)  # what was fed is scored, even on a cancel
+    return max(first - 1, 0), start
+
+
+def _side(session: Session) -> ThreadPoolExecutor:
+    """The session's statistics thread: a chunk's numpy statistics run there while the engine
+    thread computes the next chunk's logits (MLX and llama.cpp release the GIL while they compute,
+    numpy while it works on whole rows)."""
+    pool = getattr(session, "stats_pool", None)
+    if pool is None:
+        pool = session.stats_pool = ThreadPoolExecutor(1, thread_name_prefix="logitscope-scores")
+    return pool
+
+
+def _keep_done(session: Session, pending: list[tuple[int, Future[list[RowStats]]]], candidates: int,
+               wait: bool = False) -> None:
+    """Store the statistics of the finished chunks, in order (all of them with `wait`)."""
+    while pending and (wait or pending[0][1].done()):
+        begin, future = pending.pop(0)
+        for offset, stats in enumerate(future.result()):
             if math.isnan(stats.logprob) or math.isnan(stats.entropy):
+                pending.clear()
                 session.reset_cache()
                 raise EngineError("The model produced NaN logits while scoring: its weights may be damaged, "
                                   'or its dtype overflows (try compute_dtype = "float32").')
             session.scores[begin + 1 + offset] = (candidates, stats)
-    return max(first - 1, 0), start
 
 
 def _events(session: Session, ids: Sequence[int], candidates: int) -> tuple[TokenEvent, ...]:
