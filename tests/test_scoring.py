@@ -217,3 +217,36 @@ async def test_a_sliding_window_model_scores_as_its_own_cache_computes(window_mo
     _, done = await run(engine, long, GREEDY)
     again = await engine.score(ScoreRequest((*long, reply(done)), candidates=2, continue_last=True))
     check_against(again, stepwise(again.ids), 2)
+
+
+async def test_a_cancelled_score_leaves_exact_rows_for_the_next(chatml_model: Path, engine: Engine,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller leaves mid-way (the app starts a turn): what was fed stays cached with its rows,
+    and the next score is exact and reads only the rest."""
+    import asyncio
+
+    from engine.local import scorerows
+    from engine.local.session import Session
+
+    monkeypatch.setattr(scorerows, "CHUNK_FLOATS", 1)  # 16 rows a pass: many passes
+    original = Session.rows
+    started = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow(self: Session, ids: list[int], cache: object = None) -> object:
+        loop.call_soon_threadsafe(started.set)
+        import time
+        time.sleep(0.2)
+        return original(self, ids, cache)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Session, "rows", slow)
+    await engine.load(str(chatml_model))
+    text = " ".join(["the cat and the dog"] * 12)
+    task = asyncio.create_task(engine.score(ScoreRequest(text=text, candidates=2)))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    scored = await engine.score(ScoreRequest(text=text, candidates=2))
+    assert 0 < scored.reused_tokens < len(scored.ids) - 1
+    check_against(scored, cold_rows(chatml_model, list(scored.ids)), 2)
