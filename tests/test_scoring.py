@@ -21,6 +21,7 @@ from engine.core.api import (
     ScoreRequest,
 )
 from engine.local.client import Engine
+from test_nonfinite import nan_model  # noqa: F401 - fixture
 
 CHAT = (Message("system", "you are a cat"), Message("user", "hello the cat, how are the dogs today?"))
 
@@ -250,3 +251,11 @@ async def test_a_cancelled_score_leaves_exact_rows_for_the_next(chatml_model: Pa
     scored = await engine.score(ScoreRequest(text=text, candidates=2))
     assert 0 < scored.reused_tokens < len(scored.ids) - 1
     check_against(scored, cold_rows(chatml_model, list(scored.ids)), 2)
+
+
+async def test_nan_logits_end_a_score_in_one_line_and_the_engine_goes_on(nan_model: Path, engine: Engine) -> None:
+    await engine.load(str(nan_model))
+    with pytest.raises(EngineError, match="NaN logits"):
+        await engine.score(ScoreRequest(CHAT, candidates=2))
+    with pytest.raises(EngineError, match="NaN"):  # and again: the cache was dropped, nothing half-kept
+        await engine.score(ScoreRequest(CHAT, candidates=2))
