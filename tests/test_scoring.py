@@ -259,3 +259,14 @@ async def test_nan_logits_end_a_score_in_one_line_and_the_engine_goes_on(nan_mod
         await engine.score(ScoreRequest(CHAT, candidates=2))
     with pytest.raises(EngineError, match="NaN"):  # and again: the cache was dropped, nothing half-kept
         await engine.score(ScoreRequest(CHAT, candidates=2))
+
+
+def test_a_message_not_found_at_the_start_adds_nothing_to_the_chat_s_perplexity() -> None:
+    """A span (0, 0) (a first message the template does not show verbatim) owns no token: the
+    slice tokens[0:-1] once counted nearly every token of the chat for it."""
+    from engine.core.api import TokenEvent
+    from engine.local.scoring import _own
+
+    tokens = tuple(TokenEvent(i, i, "x", "x", -1.0, None, 1, 0.0, ()) for i in range(1, 6))
+    assert _own(tokens, 0, 0) == () and _own(tokens, 0, 1) == ()
+    assert [t.index for t in _own(tokens, 0, 3)] == [1, 2] and [t.index for t in _own(tokens, 2, 4)] == [2, 3]

@@ -5,7 +5,8 @@ plain text); the session's cache is cut back to what they share with it; positio
 statistics the session already holds (`Session.scores`, kept beside the cache and dropped with
 any position it drops) are taken as they are; from the first position without them, the ids are
 fed again in chunks (`engine.local.scorerows.rows_per_chunk`) with the logits of every row, and
-each row's statistics are computed in the same lazy graph and read back as a few numbers. So a
+each chunk's rows become a few numbers each in numpy, on a side thread while the next chunk's
+logits are computed (`engine.local.scorerows`); only those numbers are kept. So a
 history the cache holds (scored before) costs nothing, a new message costs its own prefill with
 the output head, and the cache afterwards holds the whole text for the next turn.
 
@@ -91,12 +92,17 @@ def run_score(session: Session, request: ScoreRequest, cancelled: threading.Even
     wanted = [m.token_ids if m.token_ids is not None else m.text for m in request.messages]
     spans = message_spans(wanted, ids, [session.pieces.token_bytes(i) for i in ids])
     messages = tuple(_message(number, start, end, tokens) for number, (start, end) in enumerate(spans))
-    chat = [t.logprob for m in messages for t in tokens[max(m.start, 1) - 1:m.end - 1]]
+    chat = [t.logprob for m in messages for t in _own(tokens, m.start, m.end)]
     return Scored(tuple(ids), tokens, messages, perplexity(chat), reused, time.perf_counter() - started)
 
 
+def _own(tokens: tuple[TokenEvent, ...], start: int, end: int) -> tuple[TokenEvent, ...]:
+    """The scored tokens of positions start..end-1 (``tokens[j]`` is position j + 1; 0 has none)."""
+    return tokens[max(start, 1) - 1:max(end - 1, 0)]
+
+
 def _message(number: int, start: int, end: int, tokens: tuple[TokenEvent, ...]) -> MessageScore:
-    own = [t.logprob for t in tokens[max(start, 1) - 1:max(end - 1, 0)]]
+    own = [t.logprob for t in _own(tokens, start, end)]
     return MessageScore(number, start, end, len(own), perplexity(own))
 
 
