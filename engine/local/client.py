@@ -49,13 +49,16 @@ class Engine:
 
     def __init__(
         self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto", fast_layers: bool = True,
-        kv_cache_dir: str = "", loaders: Sequence[ModelLoader] = (),
+        kv_cache_dir: str = "", loaders: Sequence[ModelLoader] = (), warm_on_load: bool = True,
     ) -> None:
         """`max_context` caps the context below the model's own limit (0 = the model's limit);
         `fast_blas`, `compute_dtype`, `fast_layers` and `kv_cache_dir` (recent histories' KV caches
         on disk, `engine.local.kvdisk`) are described in `engine.local.options.EngineOptions`;
-        `loaders` read the kinds of model file besides MLX's (`engine.factory` adds GGUF's)."""
-        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers, kv_cache_dir)
+        `loaders` read the kinds of model file besides MLX's (`engine.factory` adds GGUF's);
+        `warm_on_load`: the first turn's once-per-model work done inside the load (tests that count
+        what a cold cache feeds turn it off)."""
+        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers, kv_cache_dir,
+                                      warm_on_load=warm_on_load)
         self._loaders = tuple(loaders)
         self._worker: EngineWorker | None = None  # started on first use
         self._model: ModelInfo | None = None

@@ -14,6 +14,7 @@ import atexit
 import queue
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -186,8 +187,13 @@ class EngineWorker:
                 session.disk = parts.disk_cache(Path(self._options.kv_cache_dir), self._options.kv_cache_mb * 2**20)
             from engine.local.firstturn import warm_first_turn
 
-            warm_first_turn(session, parts.after_load, command.on_progress)
-            command.sink(parts.info)
+            if self._options.warm_on_load:
+                blas = warm_first_turn(session, parts.after_load, command.on_progress)
+                command.sink(replace(parts.info, blas=blas) if blas else parts.info)
+            else:  # as before #31.4: told at once, the CPU layer's work after (a turn waits for it)
+                command.sink(parts.info)
+                if parts.after_load is not None:
+                    parts.after_load(lambda: not self._commands.empty())
             self._told_blas = True
             return session
         except EngineError as exc:
