@@ -138,3 +138,25 @@ async def test_an_engine_that_cannot_score_says_why_once_and_hides_the_probe(mak
         assert "token.probe" not in {b.binding.id for b in app.screen.active_bindings.values()} or \
             not transcript.check_action("screen.probe_phrase", ())
         assert "ppl" not in screen_text(app)
+
+
+async def test_on_the_real_engine_the_users_text_is_scored_once_the_reply_ends(chatml_model: Any, tmp_path: Any) -> None:
+    """A chat ending with a reply is read as that reply continued: before, the real engine
+    refused it ("already ends with a reply") and the question stayed plain text."""
+    from engine.core.settings.config import load_config
+    from engine.local.client import Engine
+    from tui.app.application import LogitscopeApp
+    from tui_helpers import wait_idle
+
+    engine = Engine()
+    app = LogitscopeApp(engine, load_config(tmp_path / "config.toml"), model=str(chatml_model),
+                        config_dir=tmp_path / "cfg", save_dir=tmp_path / "state")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot, timeout=60)
+        app.chat_screen.set_params(app.controller.params.with_changes(max_tokens=6, temperature=0.0))
+        await send(app, pilot, "hello there")
+        await wait_until(pilot, lambda: scored(app), timeout=60)
+        view = user_view(app)
+        assert "".join(t.text for t in view.tokens) == "hello there"
+        assert all(t.candidates and t.rank is not None and t.sampled_prob is None for t in view.tokens)
+        assert str(view.query_one("#header").render()).startswith("you · ppl ")

@@ -94,7 +94,10 @@ class ChatScores:
         self.stop()
         if not self.enabled or not messages or self.why_not():
             return
-        request = ScoreRequest(tuple(messages), candidates=self.candidates)
+        # A chat that ends with a reply is read as that reply continued (its own tokens, no
+        # turn's end after them): the engine renders no generation prompt after a reply.
+        request = ScoreRequest(tuple(messages), candidates=self.candidates,
+                               continue_last=messages[-1].role == "assistant")
         if request == self.request:
             return  # scored already
         self._timer = asyncio.get_running_loop().call_later(DELAY_S, self._start, request, tuple(nodes))
