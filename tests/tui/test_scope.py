@@ -30,7 +30,8 @@ def scored(app: Any) -> bool:
 
 
 def panel_text(app: Any) -> str:
-    return str(app.screen.query_one(CandidatesPanel).render().renderables[0])
+    rendered = app.screen.query_one(CandidatesPanel).render().renderables
+    return "\n".join(str(part) for part in rendered[:2])  # the numbers, and the probe's row when there is one
 
 
 async def select_cat(app: Any, pilot: Any) -> None:
@@ -103,7 +104,8 @@ async def test_a_probe_gives_a_phrases_probability_and_first_rank(make_app: Any)
         await pilot.press(*"cat sat", "enter")
         await wait_until(pilot, lambda: "probe" in panel_text(app))
         p = 0.1 * SCORED_PROB
-        assert f"'cat sat': p {p * 100:.1f}% (2 tokens), first token rank 2" in panel_text(app)
+        assert f"probe 'cat sat' {p * 100:.1f}% · rank 2" in panel_text(app)
+        assert any(n.message == f"'cat sat': p {p * 100:.1f}% (2 tokens), first token rank 2" for n in app._notifications)
         asked = engine.probe_requests[-1]
         user_span = engine.score_requests[-1]
         assert asked.context == user_span and asked.phrases == ("cat sat",)

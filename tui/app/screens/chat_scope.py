@@ -50,10 +50,13 @@ def parse_fork_value(setting: ForkSetting, text: str) -> float | str:
     return value
 
 
-def probe_text(result: ProbeResult) -> str:
-    """One line: the phrase, its probability there, its first token's rank (and its tokens)."""
+def probe_text(result: ProbeResult, short: bool = False) -> str:
+    """One line: the phrase, its probability there, its first token's rank (and its tokens);
+    `short`: as the candidates panel's one row says it."""
     p = math.exp(result.logprob)
     shown = percent(p, precise=True) if p >= 1e-4 else f"{p:.1e}"
+    if short:
+        return f"{printable(result.phrase)!r} {shown} · rank {result.first_rank}"
     tokens = f" ({len(result.ids)} tokens)" if len(result.ids) > 1 else ""
     return f"{printable(result.phrase)!r}: p {shown}{tokens}, first token rank {result.first_rank}"
 
@@ -148,11 +151,10 @@ class ScopeActions:
         except EngineError as exc:
             self.screen.notify(str(exc), title="No probe", severity="warning", markup=False)
             return
-        line = probe_text(result)
         panel = self.screen.query_one(CandidatesPanel)
         if self.screen.query_one(Transcript).cursor == (node, index):
-            panel.probe = line
-        self.screen.notify(line, title="Probe", timeout=10, markup=False)
+            panel.probe = probe_text(result, short=True)
+        self.screen.notify(probe_text(result), title="Probe", timeout=10, markup=False)
 
     # --- forks
 

@@ -67,7 +67,8 @@ class CandidatesPanel(Widget, can_focus=True):
             return Text("Select a token: Esc to leave the input (Shift+Tab while a reply streams: Esc "
                         "stops it), then ←/→, or click a token.", style="dim")
         spacer = [Text("")] if self.size.height >= self._summary_rows() + 2 + len(token.candidates) else []
-        return Group(self._summary(token), *spacer, self._table(token))
+        probe = [Text(f"probe {self.probe}", style="italic", no_wrap=True, overflow="ellipsis")] if self.probe else []
+        return Group(self._summary(token), *probe, *spacer, self._table(token))
 
     def _room(self) -> int:
         """How many candidate rows fit under the numbers and the column heads."""
@@ -105,8 +106,6 @@ class CandidatesPanel(Widget, can_focus=True):
             text.append("  fork", style="bold")
         if self.streaming:
             text.append("  (newest)", style="italic dim")
-        if self.probe:
-            text.append(f"\nprobe {self.probe}", style="italic")
         return text
 
     def _number(self, p: float, logprob: float) -> str:
