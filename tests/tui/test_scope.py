@@ -162,3 +162,26 @@ async def test_on_the_real_engine_the_users_text_is_scored_once_the_reply_ends(c
         assert "".join(t.text for t in view.tokens) == "hello there"
         assert all(t.candidates and t.rank is not None and t.sampled_prob is None for t in view.tokens)
         assert str(view.query_one("#header").render()).startswith("you · ppl ")
+
+
+async def test_scoring_switched_off_from_the_palette_or_the_config(make_app: Any) -> None:
+    from tui_helpers import palette_run
+
+    engine = ScriptedEngine(scored=CAT)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        await wait_until(pilot, lambda: scored(app))
+        await palette_run(pilot, "Score the chat on/off")
+        await wait_until(pilot, lambda: not user_view(app).tokens)
+        assert "ppl" not in screen_text(app)
+        asked = len(engine.score_requests)
+        await send(app, pilot, "more")
+        await pilot.pause(0.5)
+        assert len(engine.score_requests) == asked
+    engine = ScriptedEngine(scored=CAT)
+    app = make_app(engine, config_text="[ui]\nscore_chat = false\n")
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        await pilot.pause(0.5)
+        assert not engine.score_requests and not user_view(app).tokens

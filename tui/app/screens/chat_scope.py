@@ -68,7 +68,7 @@ class ScopeActions:
         self.screen = screen
         self.forks = forks
         controller = screen.controller
-        self.scores = ChatScores(controller.engine, screen.post_message,
+        self.scores = ChatScores(controller.engine, screen.post_message, screen.config.ui.score_chat,
                                  candidates=max(1, min(controller.params.candidates, MAX_SCORE_CANDIDATES)))
         self._told: set[str] = set()  # reasons already said (once each)
         self._probe: asyncio.Task[None] | None = None
@@ -100,10 +100,24 @@ class ScopeActions:
         context = (controller.model_folder, controller.conversation.system_prompt, controller.drops_past_thinking)
         self.scores.ask(messages, nodes, context)
 
+    def toggle_scoring(self) -> None:
+        """The palette's switch: off forgets every score (the messages are plain text again)."""
+        scores = self.scores
+        scores.enabled = not scores.enabled
+        if scores.enabled:
+            self.rescore()
+        else:
+            scores.forget()
+            self._show_scores()
+        self.screen.notify("Scoring the chat on." if scores.enabled else "Scoring the chat off.", timeout=3)
+
     def scores_changed(self, event: ScoresChanged) -> None:
         if event.problem:
             self._tell(f"Not scored: {event.problem}")
             return
+        self._show_scores()
+
+    def _show_scores(self) -> None:
         self.screen.query_one(Transcript).scores_changed()
         self.screen.query_one(StatusBar).perplexity = self.scores.perplexity
 
@@ -181,4 +195,4 @@ class ScopeActions:
 
     def ui_settings(self) -> dict[str, float]:
         """What "Save settings" writes to [ui] for this helper."""
-        return {"fork_entropy": self.forks.entropy, "fork_margin": self.forks.margin}
+        return {"fork_entropy": self.forks.entropy, "fork_margin": self.forks.margin, "score_chat": self.scores.enabled}
