@@ -185,3 +185,20 @@ async def test_scoring_switched_off_from_the_palette_or_the_config(make_app: Any
         await send(app, pilot, "the cat sat")
         await pilot.pause(0.5)
         assert not engine.score_requests and not user_view(app).tokens
+
+
+async def test_n_stops_in_the_users_text_and_f_only_in_replies(make_app: Any) -> None:
+    """n / N walk every token shown, the user's own too ("cat" at 10% is unlikely); f / F stay
+    in the replies, where a fork is a way the reply could have gone ("cat", its top two 15% and
+    10%, is a fork by margin, yet f passes it)."""
+    app = make_app(ScriptedEngine(scored={"cat": ScriptedToken("cat", 0.1, (("dog", 0.15),))}),
+                   config_text="[ui]\nlow_prob_threshold = 0.2\nfork_margin = 0.1\n")
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        await wait_until(pilot, lambda: scored(app))
+        user, reply = app.controller.conversation.path()[-2:]
+        transcript = app.screen.query_one(Transcript)
+        await pilot.press("escape", "n")  # from the chat's first token
+        await wait_until(pilot, lambda: transcript.cursor == (user, 1))
+        await pilot.press("f")  # "cat" is a fork by margin (15% / 10%), but f looks in replies only
+        await wait_until(pilot, lambda: transcript.cursor is not None and transcript.cursor[0] is reply)

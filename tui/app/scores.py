@@ -132,6 +132,7 @@ class ChatScores:
 
     def _keep(self, request: ScoreRequest, nodes: tuple[Node, ...], scored: Scored) -> None:
         self.request, self.perplexity = request, scored.perplexity
+        self._by_version.clear()  # the path shown now: other branches' are read again when shown
         for span, node in zip(scored.messages, nodes):
             own = scored.tokens[max(span.start - 1, 0):max(span.end - 1, 0)]
             length = span.end - span.start
