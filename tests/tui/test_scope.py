@@ -202,3 +202,14 @@ async def test_n_stops_in_the_users_text_and_f_only_in_replies(make_app: Any) ->
         await wait_until(pilot, lambda: transcript.cursor == (user, 1))
         await pilot.press("f")  # "cat" is a fork by margin (15% / 10%), but f looks in replies only
         await wait_until(pilot, lambda: transcript.cursor is not None and transcript.cursor[0] is reply)
+
+
+async def test_y_copies_a_token_of_the_users_text(make_app: Any) -> None:
+    """Before: y on a token of the user's scored text said "Select a token first"."""
+    app = make_app(ScriptedEngine(scored=CAT))
+    async with app.run_test(size=SIZE) as pilot:
+        await select_cat(app, pilot)
+        await pilot.press("y")
+        await wait_until(pilot, lambda: app.clipboard == " cat")
+        await pilot.press("Y")
+        await wait_until(pilot, lambda: app.clipboard == "the cat sat")
