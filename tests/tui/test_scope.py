@@ -213,3 +213,23 @@ async def test_y_copies_a_token_of_the_users_text(make_app: Any) -> None:
         await wait_until(pilot, lambda: app.clipboard == " cat")
         await pilot.press("Y")
         await wait_until(pilot, lambda: app.clipboard == "the cat sat")
+
+
+async def test_a_chat_too_long_to_score_is_said_once_not_at_each_turn(make_app: Any) -> None:
+    """The engine refuses each score with the chat's growing length: one toast, not one a turn."""
+    from engine.core.api import ContextLimitError, ScoreRequest
+
+    engine = ScriptedEngine()
+
+    async def too_long(request: ScoreRequest) -> Any:
+        raise ContextLimitError(f"The text is {40 + len(request.messages)} tokens but the context limit is 40.")
+
+    engine.score = too_long  # type: ignore[method-assign]
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "one")
+        await wait_until(pilot, lambda: any("Not scored" in n.message for n in app._notifications))
+        await send(app, pilot, "two")
+        await pilot.pause(0.5)
+        said = [n.message for n in app._notifications if "Not scored" in n.message]
+        assert said == ["Not scored: The text is 42 tokens but the context limit is 40."]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
@@ -122,8 +123,11 @@ class ScopeActions:
         self.screen.query_one(StatusBar).perplexity = self.scores.perplexity
 
     def _tell(self, line: str) -> None:
-        if line not in self._told:
-            self._told.add(line)
+        """Say `line` once: again only for another reason (its numbers aside: a chat too long for
+        the context is said once, not at each turn as it grows)."""
+        reason = re.sub(r"\d+", "#", line)
+        if reason not in self._told:
+            self._told.add(reason)
             self.screen.notify(line, severity="warning", timeout=8, markup=False)
 
     # --- probes
