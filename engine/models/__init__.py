@@ -21,6 +21,7 @@ from engine.models.hub import (
 )
 from engine.models.ggufs import is_gguf_spec
 from engine.models.load import LoadedModel, load_model
+from engine.models.size import weights_bytes, why_it_does_not_fit
 
 __all__ = [
     "DEMO_SPEC",
@@ -38,5 +39,7 @@ __all__ = [
     "one_line",
     "recent_models",
     "record_recent",
+    "weights_bytes",
+    "why_it_does_not_fit",
     "resolve_model",
 ]

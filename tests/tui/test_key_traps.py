@@ -105,7 +105,7 @@ async def test_shift_tab_inspects_a_streaming_reply_without_stopping_it(make_app
     from engine.scripted import ScriptedEngine
     from tui_helpers import start_reply
 
-    app = make_app(ScriptedEngine(token_delay=0.05))
+    app = make_app(ScriptedEngine(token_delay=0.05, hold_after=2))  # streaming until Esc, however slow the CPU
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(app, pilot)
         await pilot.press("shift+tab")
@@ -135,7 +135,7 @@ async def test_the_footer_follows_focus_and_state(make_app: Any) -> None:
         await pilot.press("escape")
         await pilot.pause()
         line = bar.render().plain
-        assert line.startswith(" ←/→ Token  1-0 Branch  n Unlikely  i Type") and "Commands" in line
+        assert line.startswith(" ←/→ Token  1-0 Branch  n Unlikely  f Fork  i Type") and "Commands" in line
         assert "…" not in line  # hints that do not fit are left out whole
 
 

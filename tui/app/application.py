@@ -248,7 +248,8 @@ class LogitscopeApp(App[None]):
         self._save_draft()
         self.library.save_now()
         try:
-            await asyncio.wait_for(self.controller.close(), QUIT_WAIT_S)
+            await asyncio.wait_for(asyncio.gather(self.controller.close(), self.chat_screen.second.close_model()),
+                                   QUIT_WAIT_S)
         except asyncio.TimeoutError:
             self.engine_stuck = True
         self.library.close()

@@ -59,6 +59,11 @@ class LogitscopeCommands(Provider):
             out.append(("Probe a phrase at the cursor…", chat.scope.probe,
                         "Type a word or phrase: its probability in place of the selected token, and its "
                         "first token's rank"))
+        out.append(("Open a second model…", chat.open_second_model,
+                    "A second model reads the chat beside the first: each token's probability under both, "
+                    "the heatmap by disagreement (F3), e / E to where their first choices differ"))
+        if chat.second.open:
+            out.append(("Close the second model", chat.close_second_model, "Free the second model's memory"))
         for setting, what in (("entropy", "an entropy (nats) above which"),
                               ("margin", "a margin of the top two probabilities within which")):
             out.append((f"Set fork {setting}…", partial(chat.scope.edit_fork, setting),

@@ -18,7 +18,6 @@ from textual.screen import Screen
 
 from engine.core.chat.code_blocks import code_block_text
 from engine.core.chat.conversation import Conversation
-from engine.core.chat.fileformat import conversation_from_dict
 from engine.core.library import Library, LibraryError
 from engine.core.settings import data_dir
 from engine.core.chat.export import (
@@ -150,10 +149,10 @@ def read_chat(path: Path, chat_id: str) -> tuple[str, Conversation]:
     """In a thread: the stored chat, checked whole by the app's reader (ValueError if bad)."""
     library = Library(path, timeout=1.0)
     try:
-        stored = library.load(chat_id)
+        entry, conversation = library.load_conversation(chat_id)
     finally:
         library.close()
-    return stored.entry.title, conversation_from_dict(stored.document)
+    return entry.title, conversation
 
 
 def export_path(folder: Path, chat_id: str | None, fmt: str) -> Path:

@@ -86,6 +86,12 @@ def token_to_dict(t: TokenEvent) -> dict[str, Any]:
 
 def conversation_from_dict(data: object) -> Conversation:
     """Check and build; `ValueError` naming the first problem, and nothing built, otherwise."""
+    return conversation_and_nodes(data)[0]
+
+
+def conversation_and_nodes(data: object) -> tuple[Conversation, list[Node]]:
+    """`conversation_from_dict`, and its nodes in the order the file lists them (format 2's
+    "nodes"), for a reader that fills in what the file keeps elsewhere (the library's token blobs)."""
     top = _Reader(data, "file")
     top.require_dict()
     version = top.get("format", int, default=1)
@@ -95,7 +101,7 @@ def conversation_from_dict(data: object) -> Conversation:
     raw_nodes = _flatten_v1(top) if version == 1 else _flat_v2(top)
     nodes = [_node(r) for r in raw_nodes]
     _link(nodes, raw_nodes)
-    return Conversation(system_prompt, nodes[0] if nodes else None)
+    return Conversation(system_prompt, nodes[0] if nodes else None), nodes
 
 
 def _flat_v2(top: "_Reader") -> list["_Reader"]:

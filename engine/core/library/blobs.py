@@ -60,19 +60,29 @@ def encode_tokens(tokens: list[dict[str, Any]]) -> bytes:
 
 def decode_tokens(blob: bytes) -> list[dict[str, Any]]:
     """The inverse of `encode_tokens`; `BlobError` for anything that is not such a blob."""
+    header, columns = decode_columns(blob)
+    try:
+        return _zip_tokens(header, columns)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise BlobError(f"token data is damaged ({type(exc).__name__})") from None
+
+
+def decode_columns(blob: bytes) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The blob's header and its columns as lists (None where a mask says absent), unchecked
+    beyond their lengths; `BlobError` for anything that is not such a blob."""
     if not isinstance(blob, (bytes, bytearray, memoryview)) or bytes(blob[:5]) != MAGIC:
         raise BlobError("token data is not a logitscope token blob")
     try:
         raw = zlib.decompress(bytes(blob[5:]))
         (size,) = struct.unpack_from("<I", raw)
         header = json.loads(raw[4:4 + size].decode("utf-8"))
-        return _rebuild(header, memoryview(raw)[4 + size:])
+        return header, _columns(header, memoryview(raw)[4 + size:])
     except (zlib.error, struct.error, ValueError, KeyError, TypeError, IndexError) as exc:
         raise BlobError(f"token data is damaged ({type(exc).__name__})") from None
 
 
-def _rebuild(header: dict[str, Any], body: memoryview) -> list[dict[str, Any]]:
-    """Read the columns back in the order `encode_tokens` wrote them, then zip them into dicts."""
+def _columns(header: dict[str, Any], body: memoryview) -> dict[str, list[Any]]:
+    """Read the columns back in the order `encode_tokens` wrote them."""
     n = header["n"]
     ncand_total = 0
     columns: dict[str, list[Any]] = {}
@@ -93,7 +103,7 @@ def _rebuild(header: dict[str, Any], body: memoryview) -> list[dict[str, Any]]:
         columns[name] = [v if m else None for v, m in zip(columns[name], mask)]
     if offset != len(body):
         raise ValueError("length mismatch")
-    return _zip_tokens(header, columns)
+    return columns
 
 
 def _zip_tokens(header: dict[str, Any], c: dict[str, list[Any]]) -> list[dict[str, Any]]:

@@ -31,6 +31,8 @@ from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
 from tui.app.screens.chat_previews import PreviewActions
 from tui.app.scores import ScoresChanged
+from tui.app.screens.chat_second import SecondModelActions, second_engine_factory
+from tui.app.widgets.second_line import SecondLine
 from tui.app.screens.chat_scope import ScopeActions
 from tui.app.screens.chat_search import SearchActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
@@ -83,6 +85,8 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self._prompt_tokens: int | None = None  # the streaming reply's prompt length, where counted
         self.previews = Previews(self.controller.engine, self.post_message, config.preview)
         self.scope = ScopeActions(self, config.ui.forks)  # scores, probes, forks (#33)
+        self.second_engine_factory = second_engine_factory(self.controller.engine, config)
+        self.second = SecondModelActions(self)  # a second model reading the chat (#33.5)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -92,6 +96,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
                 yield ChatInput(id="input")
             with Vertical(id="side"):
                 yield CandidatesPanel(classes="" if self.config.ui.show_candidates else "-hidden")
+                yield SecondLine()
                 yield PreviewsPanel()
                 yield ParamsPanel(classes="" if self.config.ui.show_params else "-hidden")
         yield StatusBar()
@@ -263,14 +268,37 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         panel.streaming = False
         panel.token = event.token
         self.preview_cursor(event.node, event.index)
+        self.second.token_selected(event.node, event.index)
 
     @on(Transcript.Shown)
     def _shown(self) -> None:
         self.scope.rescore()
+        self.second.chat_rested()
 
     @on(ScoresChanged)
     def _scores_changed(self, event: ScoresChanged) -> None:
         self.scope.scores_changed(event)
+        self.second.chat_rested()  # the transcript shows the scored tokens now: map them
+
+    def open_second_model(self) -> None:
+        """Pick a model (as Ctrl+O does) to read the chat beside the loaded one."""
+        from engine.models import list_local_models
+        from tui.app.screens.model_picker import ModelPicker
+
+        def picked(spec: str | None) -> None:
+            if spec:
+                self.run_worker(self.second.open_model(spec), group="second-model", exclusive=True)
+        self.app.push_screen(ModelPicker(list_local_models, None), picked)
+
+    def close_second_model(self) -> None:
+        self.run_worker(self.second.close_model(), group="second-model", exclusive=True)
+
+    def second_changed(self) -> None:
+        """The second model opened, closed or read the chat anew: the heatmap by disagreement
+        takes the new ratios (or, closed, steps back to off)."""
+        if self.heat_mode == "disagreement" and not self.second.open:
+            self.heat_mode = None
+        self._apply_heat()
 
     def action_probe_phrase(self) -> None:
         self.scope.probe()
@@ -465,12 +493,14 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
 
     def action_toggle_heatmap(self) -> None:
         """Off, then by probability, then by entropy, then off again."""
-        self.heat_mode = HEAT_CYCLE[(HEAT_CYCLE.index(self.heat_mode) + 1) % len(HEAT_CYCLE)]
+        cycle = HEAT_CYCLE + (("disagreement",) if self.second.open else ())
+        self.heat_mode = cycle[(cycle.index(self.heat_mode) + 1) % len(cycle)] if self.heat_mode in cycle else None
         self._apply_heat()
 
     def _apply_heat(self) -> None:
         mode = self.heat_mode
         heat = HeatPalette.from_variables(self.app.theme_variables, mode) if mode is not None else None
+        heat = heat.switched(heat.by, self.second.ratios) if heat is not None else None
         self.query_one(Transcript).set_heat(heat)
         self.query_one(HeatLegend).palette = heat
 

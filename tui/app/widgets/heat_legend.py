@@ -13,9 +13,9 @@ from textual.widget import Widget
 
 from tui.app.widgets.render import HeatPalette
 
-_TITLE = {"p": "heat: p raw ", "entropy": "heat: entropy "}
-_SHORT_TITLE = {"p": "p ", "entropy": "H "}
-_NEXT = {"p": " F3: by entropy", "entropy": " F3: off"}
+_TITLE = {"p": "heat: p raw ", "entropy": "heat: entropy ", "disagreement": "heat: two models "}
+_SHORT_TITLE = {"p": "p ", "entropy": "H ", "disagreement": "Δ "}
+_NEXT = {"p": " F3: by entropy", "entropy": " F3: off", "disagreement": " F3: off"}
 
 
 class HeatLegend(Widget):
@@ -47,6 +47,8 @@ def legend_text(palette: HeatPalette, width: int = 10_000) -> Text:
     bands = [(f" {label} ", palette.style(band)) for label, band in palette.legend()]
     width_of_bands = sum(cell_len(label) for label, _style in bands)
     title, hint = _TITLE[palette.by], _NEXT[palette.by]
+    if palette.by == "entropy" and palette.ratios:  # a second model is open: F3 goes on to it
+        hint = " F3: two models"
     if cell_len(title) + width_of_bands + cell_len(hint) > width:
         hint = ""
     if cell_len(title) + width_of_bands > width:

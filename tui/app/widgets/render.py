@@ -6,8 +6,8 @@ Kept apart from the widgets so they can be tested without an app and reused by t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Literal, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal, Mapping, Sequence
 
 from rich.style import Style
 from rich.text import Text
@@ -74,8 +74,9 @@ def log_text(logprob: float) -> str:
 # entropy in nats, where low entropy (a sure model) is the warm end.
 P_LIMITS = (0.001, 0.01, 0.1, 0.5)
 ENTROPY_LIMITS = (3.0, 2.0, 1.0, 0.5)  # reached when the entropy is *below* the limit
+RATIO_LIMITS = (0.25, 0.5, 1.0, 2.0)  # |log p_first - log p_second| in nats, reached = colder
 HEAT_BANDS = len(P_LIMITS) + 1
-HeatMode = Literal["p", "entropy"]
+HeatMode = Literal["p", "entropy", "disagreement"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ class HeatPalette:
     by: HeatMode = "p"
     bands: tuple[Color, ...] = ()  # coldest first; made evenly from low/mid/high when empty
     inks: tuple[Color | None, ...] = ()  # the text colour on each band (None: the theme's own)
+    # by "disagreement": each compared token's |log-ratio| between two models, by id(token)
+    ratios: Mapping[int, float] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if len(self.bands) != HEAT_BANDS:
@@ -118,7 +121,13 @@ class HeatPalette:
         return sum(entropy < limit for limit in ENTROPY_LIMITS)
 
     def token_band(self, token: TokenEvent) -> int | None:
-        """The band of one token, by its probability or by its position's entropy."""
+        """The band of one token, by its probability, its position's entropy, or how much two
+        models disagree on it (a token not compared has no band)."""
+        if self.by == "disagreement":
+            ratio = self.ratios.get(id(token))
+            if ratio is None:
+                return None
+            return HEAT_BANDS - 1 - sum(not ratio < limit for limit in RATIO_LIMITS)  # NaN: the coldest
         return self.entropy_band(token.entropy) if self.by == "entropy" else self.band(prob(token.logprob))
 
     def colour(self, p: float) -> Color:
@@ -140,13 +149,15 @@ class HeatPalette:
         """(label, band) per band, coldest first: what the legend line shows."""
         if self.by == "entropy":
             labels = ["≥3", "<3", "<2", "<1", "<0.5 nats"]
+        elif self.by == "disagreement":
+            labels = ["≥2", "<2", "<1", "<0.5", "<0.25 nats apart"]
         else:
             labels = ["<0.1%", "<1%", "<10%", "<50%", "≥50%"]
         return list(zip(labels, range(HEAT_BANDS)))
 
-    def switched(self, by: HeatMode) -> "HeatPalette":
-        """The same colours showing another measure."""
-        return replace(self, by=by)
+    def switched(self, by: HeatMode, ratios: Mapping[int, float] | None = None) -> "HeatPalette":
+        """The same colours showing another measure (and, for "disagreement", these ratios)."""
+        return replace(self, by=by, ratios=self.ratios if ratios is None else ratios)
 
     @classmethod
     def from_variables(cls, variables: dict[str, str], by: HeatMode = "p") -> "HeatPalette":

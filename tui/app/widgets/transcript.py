@@ -66,6 +66,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.forks = ForkRule()  # what f / F stop at and the replies' headers count (the screen sets it)
         self.selected: AssistantView | UserView | None = None  # the message holding the token cursor
         self.scores: ChatScores | None = None  # the messages' scored tokens (#33.1; the screen sets it)
+        self.differences: frozenset[int] = frozenset()  # id(token)s where two models' first choices differ (#33.5)
         self._model: str | None = None  # the loaded model's name for the welcome; None: the demo
         self._plain = False  # the loaded model has no chat template (the welcome says so)
         self._system: Node | None = None
@@ -392,6 +393,16 @@ class Transcript(VerticalScroll, can_focus=True):
         another way); its candidates and what-if previews then show beside."""
         rule = self.forks
         self._jump(step, rule.is_fork, f"No fork ({rule.describe()})", replies_only=True)
+
+    def action_next_difference(self, step: int) -> None:
+        """Jump to the next/previous place where the second model's first choice differs from the
+        first model's (#33.5), in any message the two compared."""
+        if not self.differences:
+            self.notify("No second model has read this chat (palette: Open a second model…), or they agree "
+                        "everywhere.", timeout=4)
+            return
+        differences = self.differences
+        self._jump(step, lambda token: id(token) in differences, "No place where the two models' first choices differ")
 
     def _jump(self, step: int, hit: Callable[[TokenEvent], bool], none: str, replies_only: bool = False) -> None:
         """Move the cursor to the next/previous token `hit` accepts (`token_jumps.find_token`),
