@@ -30,7 +30,8 @@ REPLIES = (
 )
 TOKEN_KEYS = {"type", "turn", "index", "id", "text", "piece", "logprob", "sampled_prob", "rank", "entropy", "candidates"}
 TURN_KEYS = {"type", "turn", "prompt_ids", "prompt_tokens", "reused_tokens", "prefilled_tokens", "generated_tokens",
-             "ttft_s", "prefill_tps", "decode_tps", "finish_reason", "text", "seed", "params", "recommended"}
+             "ttft_s", "prefill_tps", "decode_tps", "finish_reason", "text", "seed", "params", "recommended",
+             "perplexity"}
 
 
 @pytest.fixture(autouse=True)

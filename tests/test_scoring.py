@@ -102,11 +102,21 @@ async def test_long_texts_are_scored_in_chunks(chatml_model: Path, engine: Engin
     """Chunks of 16 rows (the smallest) give the same rows as one pass."""
     from engine.local import scorerows
 
+    from engine.local.session import Session
+
     monkeypatch.setattr(scorerows, "CHUNK_FLOATS", 1)
+    fed: list[int] = []
+    original = Session.rows
+
+    def rows(self: Session, ids: list[int], cache: object = None) -> object:
+        fed.append(len(ids))
+        return original(self, ids, cache)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Session, "rows", rows)
     await engine.load(str(chatml_model))
     text = " ".join(["the cat and the dog"] * 12)
     scored = await engine.score(ScoreRequest(text=text, candidates=2))
-    assert len(scored.ids) > 40
+    assert len(scored.ids) > 40 and max(fed) == scorerows.MIN_ROWS and sum(fed) == len(scored.ids)
     check_against(scored, cold_rows(chatml_model, list(scored.ids)), 2)
 
 

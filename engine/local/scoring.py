@@ -28,6 +28,7 @@ import time
 from typing import Sequence
 
 import mlx.core as mx
+import numpy as np
 
 from engine.core.api import (
     Candidate,
@@ -46,7 +47,7 @@ from engine.core.api import (
 from engine.core.scorespans import message_spans
 from engine.local.preview import _release, _usable, batch_cache
 from engine.local.prompt import common_prefix_len
-from engine.local.scorerows import RowStats, rows_per_chunk, stats_graph, unpack
+from engine.local.scorerows import RowStats, row_stats, rows_per_chunk
 from engine.local.session import Session
 from engine.local.textstream import ReplyText
 
@@ -125,14 +126,10 @@ def ensure_scored(session: Session, ids: Sequence[int], candidates: int,
         part = list(ids[begin:begin + chunk])
         targets = list(ids[begin + 1:begin + 1 + len(part)])  # the last id of the text has none
         logits = session.rows(part)
-        packed = stats_graph(logits[:len(targets)], mx.array(targets, dtype=mx.int32), candidates,
-                             session.sampler_exp) if targets else None
-        mx.eval([c.state for c in session.cache] + ([packed] if packed is not None else []))
         session.tokens.extend(part)
         if begin == start and held is not None and start == first - 1:
             session.scores[start] = held  # now that its id is in the cache again
-        for offset, row in enumerate(packed.tolist() if packed is not None else []):
-            stats = unpack(row)
+        for offset, stats in enumerate(row_stats(logits[:len(targets)], np.array(targets), candidates)):
             if math.isnan(stats.logprob) or math.isnan(stats.entropy):
                 session.reset_cache()
                 raise EngineError("The model produced NaN logits while scoring: its weights may be damaged, "
@@ -182,22 +179,18 @@ def _probe(session: Session, before: list[int], phrase: str) -> ProbeResult:
     fed = before[start:] + phrase_ids[:-1]
     cache = batch_cache(session, start, 1, len(fed))
     try:
-        rows: list[list[float]] = []
+        stats: list[RowStats] = []
         chunk = _chunk(session)
         wanted_from = len(before) - 1 - start  # the row after before[-1] is the first one read
         for begin in range(0, len(fed), chunk):
             part = fed[begin:begin + chunk]
             logits = session.rows(part, cache)
             lo = max(wanted_from - begin, 0)
-            if lo >= len(part):
-                mx.eval([c.state for c in cache])
-                continue
-            targets = phrase_ids[begin + lo - wanted_from:begin + len(part) - wanted_from]
-            packed = stats_graph(logits[lo:], mx.array(targets, dtype=mx.int32), 0, session.sampler_exp)
-            rows.extend(packed.tolist())
+            if lo < len(part):
+                targets = phrase_ids[begin + lo - wanted_from:begin + len(part) - wanted_from]
+                stats.extend(row_stats(logits[lo:], np.array(targets), 0))
     finally:
         _release(cache)
-    stats = [unpack(row) for row in rows]
     logprobs = tuple(s.logprob for s in stats)
     return ProbeResult(phrase, tuple(phrase_ids), tuple(session.pieces(i) for i in phrase_ids), logprobs,
                        math.fsum(logprobs), stats[0].rank)

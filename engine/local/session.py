@@ -17,6 +17,7 @@ from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 import mlx.core as mx
+import numpy as np
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from engine.local.chain import TokenVocab
@@ -187,15 +188,18 @@ class Session:
         with head:
             return self.model(ids[None], cache=self.cache)[0, -1, :]
 
-    def rows(self, ids: Sequence[int], cache: list[Any] | None = None) -> mx.array:
-        """Feed `ids` (lazily, to `cache`, default the session's) and return the logits after every
-        one of them, (len(ids), vocab): what scoring reads (`engine.local.scoring`). The caller
-        keeps `ids` short (`engine.local.scorerows.rows_per_chunk`) and records them in `tokens`."""
+    def rows(self, ids: Sequence[int], cache: list[Any] | None = None) -> np.ndarray:
+        """Feed `ids` (to `cache`, default the session's) and return the logits after every one of
+        them, (len(ids), vocab) float32, computed now: what scoring reads (`engine.local.scoring`).
+        The caller keeps `ids` short (`engine.local.scorerows.rows_per_chunk`) and records them in
+        `tokens`."""
         cache = self.cache if cache is None else cache
         own = getattr(self.model, "rows_logits", None)  # llama.cpp: every row asked of its decode
         if own is not None:
-            return mx.array(own(list(ids), cache))
-        return self.model(mx.array(list(ids), dtype=mx.int32)[None], cache=cache)[0]
+            return np.asarray(own(list(ids), cache))
+        logits = self.model(mx.array(list(ids), dtype=mx.int32)[None], cache=cache)[0].astype(mx.float32)
+        mx.eval([logits] + [layer.state for layer in cache])
+        return np.asarray(logits)  # a view of MLX's buffer, no copy
 
     def split_prompt(self, suffix: Sequence[int]) -> tuple[Sequence[int], Sequence[int]]:
         """(prefilled without logits, fed for the first token's logits).
