@@ -233,3 +233,19 @@ async def test_a_chat_too_long_to_score_is_said_once_not_at_each_turn(make_app: 
         await pilot.pause(0.5)
         said = [n.message for n in app._notifications if "Not scored" in n.message]
         assert said == ["Not scored: The text is 42 tokens but the context limit is 40."]
+
+
+async def test_the_system_prompt_is_scored_too(make_app: Any) -> None:
+    app = make_app(ScriptedEngine(scored=CAT))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: app.screen is not app.chat_screen)
+        await pilot.press(*"a cat", "ctrl+s")
+        system = lambda: next((v for v in app.screen.query(UserView) if v.node.role == "system"), None)  # noqa: E731
+        await wait_until(pilot, lambda: system() is not None and bool(system().tokens))
+        view = system()
+        assert [t.text for t in view.tokens] == ["a", " cat"]
+        assert str(view.query_one("#header").render()).startswith("system · ppl ")
+        await pilot.press("escape", "up", "up", "up")  # the reply, the question, the system prompt
+        await wait_until(pilot, lambda: app.screen.query_one(Transcript).cursor == (view.node, 0))
