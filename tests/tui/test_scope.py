@@ -140,6 +140,10 @@ async def test_an_engine_that_cannot_score_says_why_once_and_hides_the_probe(mak
         assert "token.probe" not in {b.binding.id for b in app.screen.active_bindings.values()} or \
             not transcript.check_action("screen.probe_phrase", ())
         assert "ppl" not in screen_text(app)
+        from tui.app.commands import LogitscopeCommands
+
+        labels = [label for label, _call, _help in LogitscopeCommands(app.screen)._commands()]
+        assert "Set fork margin…" in labels and not any(label.startswith("Probe") for label in labels)
 
 
 async def test_on_the_real_engine_the_users_text_is_scored_once_the_reply_ends(chatml_model: Any, tmp_path: Any) -> None:
