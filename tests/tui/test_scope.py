@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
+
 from tui_helpers import SIZE, screen_text, send, wait_until
 
 from engine.scripted import NO_SCORING, SCORED_PROB, ScriptedEngine, ScriptedToken
@@ -166,6 +168,12 @@ async def test_on_the_real_engine_the_users_text_is_scored_once_the_reply_ends(c
         assert "".join(t.text for t in view.tokens) == "hello there"
         assert all(t.candidates and t.rank is not None and t.sampled_prob is None for t in view.tokens)
         assert str(view.query_one("#header").render()).startswith("you · ppl ")
+        # A probe of the user's own words in their own place is those tokens: the position is right
+        # (the tiny random model's replies are stray bytes, which no typed phrase spells).
+        user = app.controller.conversation.path()[-2]
+        result = await app.chat_screen.scope.scores.probe(user, 0, "hello there")
+        assert result.ids == tuple(t.id for t in view.tokens)
+        assert result.logprobs == pytest.approx([t.logprob for t in view.tokens], abs=1e-4)
 
 
 async def test_scoring_switched_off_from_the_palette_or_the_config(make_app: Any) -> None:
