@@ -31,11 +31,10 @@ if TYPE_CHECKING:
 ForkSetting = Literal["entropy", "margin"]
 
 _FORK_DIALOG: dict[ForkSetting, tuple[str, float, str]] = {
-    "entropy": ("Fork: entropy above (nats)", ENTROPY_LIMIT,
-                "a token is a fork when its entropy is above this; 0 = not by entropy"),
+    # the hints fit the dialog at 80 columns (a longer one is cut)
+    "entropy": ("Fork: entropy above (nats)", ENTROPY_LIMIT, "a token above this is a fork; 0: not by entropy"),
     "margin": ("Fork: top two closer than (probability)", 1.0,
-               "a token is a fork when its top two raw probabilities are closer than this "
-               "(0.1 = 10 points); 0 = not by margin"),
+               "0.05: top two within 5 points is a fork; 0: off"),
 }
 
 
@@ -158,7 +157,7 @@ class ScopeActions:
         self.screen._keep_focus = True  # back on the transcript, as after a search: inspecting goes on
         self.screen.app.push_screen(ValueDialog(
             f"Probe in place of token #{index}", "", validate,
-            "its probability there (the product over its tokens) and its first token's rank"), done)
+            "its probability in this place, and its first token's rank"), done)
 
     async def _run_probe(self, node: object, index: int, phrase: str) -> None:
         from engine.core.chat.conversation import Node
