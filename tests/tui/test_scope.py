@@ -261,3 +261,28 @@ async def test_the_system_prompt_is_scored_too(make_app: Any) -> None:
         assert str(view.query_one("#header").render()).startswith("system · ppl ")
         await pilot.press("escape", "up", "up", "up")  # the reply, the question, the system prompt
         await wait_until(pilot, lambda: app.screen.query_one(Transcript).cursor == (view.node, 0))
+
+
+async def test_a_score_running_at_quit_is_cancelled(make_app: Any) -> None:
+    """Before: the score's task outlived the screen, awaiting an engine about to be closed."""
+    import asyncio
+
+    from engine.core.api import ScoreRequest
+
+    engine = ScriptedEngine()
+    started = asyncio.Event()
+
+    async def never_ends(request: ScoreRequest) -> Any:
+        started.set()
+        await asyncio.Event().wait()
+
+    engine.score = never_ends  # type: ignore[method-assign]
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await wait_until(pilot, started.is_set)
+        task = app.chat_screen.scope.scores._task
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    await asyncio.sleep(0)
+    assert task is not None and task.cancelled()
