@@ -286,3 +286,18 @@ async def test_a_score_running_at_quit_is_cancelled(make_app: Any) -> None:
         await pilot.pause()
     await asyncio.sleep(0)
     assert task is not None and task.cancelled()
+
+
+async def test_another_model_that_cannot_score_takes_the_old_scores_away(make_app: Any) -> None:
+    """Before: the first model's tokens and perplexities stayed on screen under a model that
+    cannot score (nothing was asked, so nothing replaced them)."""
+    engine = ScriptedEngine(scored=CAT)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        await wait_until(pilot, lambda: scored(app))
+        engine.scoring = False
+        await app.controller.load("other")
+        await wait_until(pilot, lambda: not user_view(app).tokens)
+        await wait_until(pilot, lambda: "ppl" not in screen_text(app))
+        assert app.screen.query_one(StatusBar).perplexity is None

@@ -90,7 +90,9 @@ class ChatScores:
         `context` (model, system prompt, past thinking) forgets every earlier result."""
         if context != self._context:
             self._context = context
-            self.forget()
+            if self.request is not None:  # what is shown was read under the old context: it goes now
+                self.forget()
+                self._post(ScoresChanged())
         self.stop()
         if not self.enabled or not messages or self.why_not():
             return

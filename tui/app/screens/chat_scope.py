@@ -92,6 +92,9 @@ class ScopeActions:
         why = self.scores.why_not()
         if why:
             self._tell(f"{why} Your messages stay plain text: no probes, no perplexity.")
+            if self.scores.request is not None:  # another model's scores: not this one's
+                self.scores.forget()
+                self._show_scores()
             return
         messages = controller.history()
         nodes = self.screen.query_one(Transcript).path_nodes()
