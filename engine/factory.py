@@ -51,15 +51,16 @@ def local_engine(model: ModelConfig = ModelConfig(), *, threads: int | None = No
     and the demo through mlx-lm, ``.gguf`` files through llama.cpp, on one engine thread, so the
     model picker can switch from the demo to a GGUF file and back in one session (a GGUF file
     without the [gguf] extra is refused at load, in one line saying how to install it).
-    `threads`: llama.cpp's (None: [model] gguf_threads; 0: automatic)."""
+    `threads`: llama.cpp's (None: [model] gguf_threads; 0: automatic, measured at each load
+    unless LOGITSCOPE_GGUF_THREADS says)."""
     from engine.core.settings import kv_cache_dir
-    from engine.gguf import GgufLoader, default_threads
+    from engine.gguf import GgufLoader, env_threads
     from engine.local.client import Engine
 
     chosen = model.gguf_threads if threads is None else threads
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
                   fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir() if disk_cache else "",
-                  loaders=(GgufLoader(chosen or default_threads()),))
+                  loaders=(GgufLoader(chosen or env_threads()),))
 
 
 def speed_layer(fast_blas: bool, fast_layers: bool) -> Any:

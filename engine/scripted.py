@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import AsyncGenerator, Sequence, Union
 
 from engine.core.api import (
@@ -56,6 +56,8 @@ from engine.core.api import (
     MessageScore,
     Scored,
     ScoreRequest,
+    StageRequest,
+    StageView,
     TokenEvent,
     TurnFinished,
     check_probe_request,
@@ -168,6 +170,8 @@ class ScriptedEngine:
         self.opens_thinking, self.drops_past_thinking = opens_thinking, drops_past_thinking  # likewise
         self.requests: list[GenerateRequest] = []  # every request seen, for assertions
         self.preview_requests: list[PreviewRequest] = []  # every preview request seen
+        self.stage_requests: list[StageRequest] = []  # every stage view asked
+        self.change_lag = 0  # tokens later than applied that `TurnFinished.params_changes` says (tests' pipelining)
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
         self.drafts: list[str] = []  # and the draft that came with it
         self.params_seen: list[SamplingParams] = []  # the params each yielded token used
@@ -272,6 +276,8 @@ class ScriptedEngine:
         ids = list(request.messages[-1].token_ids or ()) if request.continue_last else []
         text = request.messages[-1].text if request.continue_last else ""
         reason = "stop"
+        changes: list[tuple[int, SamplingParams]] = []  # where `set_params` applied, as the real engine says
+        drawn_with = request.params
         await asyncio.sleep(0)
         for n, token in enumerate(script[start:]):
             if self._cancel.is_set():
@@ -282,6 +288,10 @@ class ScriptedEngine:
                 break
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
+            if self._params is not drawn_with:
+                if self._params != drawn_with:
+                    changes.append((start + n + self.change_lag, self._params))
+                drawn_with = self._params
             event = self._event(start + n, token, self._params)
             self.params_seen.append(self._params)
             ids.append(event.id)
@@ -290,7 +300,8 @@ class ScriptedEngine:
             if n + 1 == self.hold_after:
                 await self._released.wait()
         self._cache = prompt_ids + ids[start:]
-        yield self._finished(request, prompt_ids, reused, ids, text, reason, len(ids) - start)
+        yield replace(self._finished(request, prompt_ids, reused, ids, text, reason, len(ids) - start),
+                      params_changes=tuple(changes))
 
     def preview(self, request: PreviewRequest) -> AsyncGenerator[PreviewEvent, None]:
         return self._preview(request)
@@ -396,6 +407,40 @@ class ScriptedEngine:
     def _message_score(number: int, start: int, end: int, tokens: tuple[TokenEvent, ...]) -> MessageScore:
         own = [t.logprob for t in tokens[max(start - 1, 0):max(end - 1, 0)]]
         return MessageScore(number, start, end, len(own), perplexity(own))
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """A scripted text is one token (its own id); other text splits as `_Vocab.encode` does."""
+        if self.closed or self._model is None:
+            raise EngineError("the engine is closed" if self.closed else NO_MODEL)
+        if text in self._vocab.ids or any(_as_token(t).text == text for script in self.replies for t in script):
+            return (self._vocab.id_of(text),)
+        return tuple(self._vocab.encode(text))
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """The stage view of a scripted token: its own (fake) chain, the listed candidates
+        re-weighted by temperature, so "final" is exactly the sampled column its event showed."""
+        if self.closed or self._model is None:
+            raise EngineError("the engine is closed" if self.closed else NO_MODEL)
+        await asyncio.sleep(0)
+        self.stage_requests.append(request)
+        prefix = list(request.messages[-1].token_ids or ()) if request.continue_last else []
+        ids = prefix + list(request.tokens)
+        # the script that wrote this token at this place (a branch continues its script after the
+        # candidate chosen by hand, so only the token itself is matched)
+        token = next((_as_token(script[len(ids) - 1]) for script in self.replies if len(script) >= len(ids)
+                      and self._vocab.id_of(_as_token(script[len(ids) - 1]).text) == ids[-1]), None)
+        if token is None:
+            raise EngineError("The replay does not match this reply: no script wrote these tokens.")
+        event = self._event(len(ids) - 1, token, request.params.with_changes(candidates=100))
+        probs = {c.id: math.exp(c.logprob) for c in event.candidates}
+        sampled = {c.id: c.sampled_prob or 0.0 for c in event.candidates}
+        shown = tuple(dict.fromkeys([*request.candidates, event.id]))
+        removed = tuple("temperature" if sampled.get(c, 0.0) == 0.0 else "" for c in shown)
+        stages = (("model", tuple(probs.get(c, 0.0) for c in shown)),
+                  ("temperature", tuple(sampled.get(c, 0.0) for c in shown)),
+                  ("final", tuple(sampled.get(c, 0.0) for c in shown)))
+        return StageView(shown, stages, removed, event.id,
+                         tuple(math.log(probs[c]) if probs.get(c) else -math.inf for c in shown))
 
     def _check(self, request: GenerateRequest) -> None:
         if self.closed:

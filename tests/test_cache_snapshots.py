@@ -22,6 +22,15 @@ from engine.core.api import Message, TurnFinished
 from engine.local.client import Engine
 from engine.local.snapshots import SNAPSHOTS
 
+
+@pytest.fixture
+async def engine() -> AsyncIterator[Engine]:
+    """A real engine that does not warm up inside its load (#31.4): these tests count what a cold
+    cache is fed and reuses, from the first turn on."""
+    eng = Engine(warm_on_load=False)
+    yield eng
+    await eng.close()
+
 HISTORY_WORDS = "the cat sat on the mat and then it was happy the dog ran far away once upon a time".split()
 
 
@@ -56,7 +65,7 @@ def long_message(words: int = 860) -> str:
 
 async def cold(path: Path, messages: list[Message], continue_last: bool = False) -> TurnFinished:
     """The same turn on a fresh engine: the whole prompt prefilled from the first token."""
-    engine = Engine()
+    engine = Engine(warm_on_load=False)
     try:
         await engine.load(str(path))
         _, finished = await run(engine, messages, continue_last=continue_last)

@@ -28,6 +28,7 @@ from engine.core.api import (
     PreviewFinished,
     PreviewRequest,
     SamplingParams,
+    StageRequest,
     TokenEvent,
     TurnFinished,
 )
@@ -167,6 +168,25 @@ async def test_a_preview_runs_or_is_refused_as_the_abilities_say(loaded: tuple[E
             async for _ in engine.preview(request):
                 pass
         assert str(caught.value) == info.abilities.reason("previews")
+
+
+async def test_a_stage_view_is_given_or_refused_as_the_abilities_say(loaded: tuple[EngineAPI, ModelInfo]) -> None:
+    """Where the engine has whole logits rows the stage view's final column is the sampled
+    distribution the turn reported; a remote server has none, and that is said in one line (#32.6)."""
+    engine, info = loaded
+    params = GREEDY.with_changes(temperature=0.8, top_k=3, seed=4)
+    tokens, _ = await _turn(engine, params)
+    request = StageRequest(HELLO, tuple(t.id for t in tokens[:2]), params, tuple(c.id for c in tokens[1].candidates))
+    if info.abilities.stage_view:
+        view = await engine.stages(request)
+        final = dict(zip(view.candidates, view.stages[-1][1]))
+        assert view.token == tokens[1].id and final[tokens[1].id] > 0
+        for cand in tokens[1].candidates:
+            assert final[cand.id] == pytest.approx(cand.sampled_prob, abs=1e-5)
+    else:
+        with pytest.raises(EngineError) as caught:
+            await engine.stages(request)
+        assert str(caught.value) == info.abilities.reason("stage_view") and "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize("kind", KINDS)

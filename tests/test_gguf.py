@@ -76,7 +76,9 @@ async def test_warm_turn_equals_cold_run(pair: tuple[Path, Path], gguf_engine: E
     second_chat = (*CHAT, reply(first), Message("user", "and the cat?"))
     warm_events, warm = await run(gguf_engine, second_chat)
     assert warm.reused_tokens >= len(first.prompt_ids)  # the first turn stayed in llama.cpp's cache
-    cold_engine = local_engine()
+    from engine.gguf import GgufLoader
+
+    cold_engine = Engine(loaders=(GgufLoader(1),), warm_on_load=False)  # nothing cached before its turn
     try:
         await cold_engine.load(str(pair[1]))
         cold_events, cold = await run(cold_engine, second_chat)

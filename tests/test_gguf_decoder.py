@@ -34,7 +34,7 @@ async def test_prompt_and_first_token_take_one_llama_decode(gguf_engine: Engine,
 
     monkeypatch.setattr(llama_cpp, "llama_decode", spying)
     _, done = await run(gguf_engine, CHAT, GREEDY)
-    assert sizes[0] == done.prompt_tokens and set(sizes[1:]) == {1}
+    assert sizes[0] == done.prefilled_tokens and set(sizes[1:]) == {1}  # the prompt's new part: one pass
 
 
 @needs_llama

@@ -34,7 +34,7 @@ def gguf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def engine(kv: Path | None = None) -> Engine:
     from engine.gguf import GgufLoader
 
-    return Engine(kv_cache_dir=str(kv) if kv else "", loaders=(GgufLoader(1),))
+    return Engine(kv_cache_dir=str(kv) if kv else "", loaders=(GgufLoader(1),), warm_on_load=False)  # cold: counts hold
 
 
 async def stored(folder: Path) -> None:

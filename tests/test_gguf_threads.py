@@ -7,6 +7,7 @@ No model is loaded: the engines are built, not started.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from tui.headless import run
 from engine.factory import local_engine
+from engine.gguf.threads import candidate_threads, pick_fastest, remember_threads, remembered_threads, threads_key
 from engine.gguf import GgufLoader, default_threads
 from engine.local.client import Engine
 from engine.core.settings import load_config, parse_gguf_threads
@@ -45,9 +47,9 @@ def test_the_flag_value() -> None:
         assert "\n" not in message and len(message) < 160
 
 
-def test_zero_means_the_environment_then_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_zero_means_the_environment_then_a_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LOGITSCOPE_GGUF_THREADS", raising=False)
-    assert _threads(local_engine(threads=0)) == default_threads()
+    assert _threads(local_engine(threads=0)) == 0  # automatic: measured at the load (#31.1)
     monkeypatch.setenv("LOGITSCOPE_GGUF_THREADS", "3")
     assert _threads(local_engine(threads=0)) == 3 and _threads(local_engine(threads=2)) == 2
 
@@ -117,3 +119,61 @@ def test_the_default_is_half_the_usable_cpus(monkeypatch: pytest.MonkeyPatch) ->
     assert default_threads() >= 1
     monkeypatch.setenv("LOGITSCOPE_GGUF_THREADS", "6")
     assert default_threads(2) == 6
+
+
+def test_the_counts_measured_on_two_and_on_eight_cores() -> None:
+    """8 cores simulated by the count passed in: the choice is among these, by measurement."""
+    assert candidate_threads(1) == (1,) and candidate_threads(2) == (1, 2)
+    assert candidate_threads(8) == (4, 7, 8) and candidate_threads(64) == (8,)
+
+
+def test_the_fastest_count_wins_measured_alternating_with_ties_to_fewer() -> None:
+    calls: list[int] = []
+    speeds = {1: [50.0, 52.0], 2: [70.0, 40.0, ]}
+
+    def rate(n: int) -> float:
+        calls.append(n)
+        return speeds[n][sum(1 for c in calls if c == n) - 1]
+    assert pick_fastest((1, 2), rate) == 2 and calls == [1, 2, 1, 2]  # medians 51 and 55
+    assert pick_fastest((1, 2), lambda n: 10.0) == 1
+
+
+def test_a_measured_count_is_kept_per_file_and_machine(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 60)
+    store = tmp_path / "cache" / "gguf-threads.json"
+    key = threads_key(model, cpus=8)
+    assert remembered_threads(store, key) is None
+    remember_threads(store, key, 7)
+    assert remembered_threads(store, key) == 7 and remembered_threads(store, threads_key(model, cpus=2)) is None
+    model.write_bytes(b"GGUF" + b"\0" * 61)  # another file at the same path
+    assert remembered_threads(store, threads_key(model, cpus=8)) is None
+    store.write_text("{not json", encoding="utf-8")
+    assert remembered_threads(store, key) is None
+    remember_threads(store, key, 3)  # a damaged store is replaced, never an error
+    assert remembered_threads(store, key) == 3
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
+async def test_an_automatic_load_measures_once_then_remembers(tmp_path_factory: pytest.TempPathFactory,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.gguf.convert import convert_folder
+    from engine.core.api import LoadProgress
+    from tinymodels import build_model
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.delenv("LOGITSCOPE_GGUF_THREADS", raising=False)
+    root = tmp_path_factory.mktemp("gguf-threads")
+    gguf = convert_folder(build_model(root / "chatml", "chatml", seed=5), root / "m.gguf")
+    seen: list[list[str]] = []
+    for _ in range(2):
+        news: list[LoadProgress] = []
+        engine = local_engine(threads=0)
+        try:
+            info = await engine.load(str(gguf), on_progress=news.append)
+        finally:
+            await engine.close()
+        seen.append([n.message for n in news if n.message.startswith("measuring")])
+        assert info.blas.endswith(", measured)")
+    expected = candidate_threads()
+    assert seen == [[f"measuring {', '.join(map(str, expected))} threads"] if len(expected) > 1 else [], []]

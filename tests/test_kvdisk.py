@@ -43,7 +43,7 @@ async def test_a_new_engine_starts_from_the_history_on_disk(chatml_model: Path, 
     follow_up = [*opening, reply(done), Message("user", "And then?")]
 
     warm = Engine(kv_cache_dir=str(kv))
-    cold = Engine()
+    cold = Engine(warm_on_load=False)  # nothing reused at all without the disk
     try:
         warm_ids, reused = await _turn(warm, chatml_model, follow_up)
         cold_ids, cold_reused = await _turn(cold, chatml_model, follow_up)
@@ -66,7 +66,7 @@ async def test_an_entry_for_another_model_is_never_used(chatml_model: Path, tmp_
     config = chatml_model / "config.json"
     stat = config.stat()
     os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # "another" model now
-    again = Engine(kv_cache_dir=str(kv))
+    again = Engine(kv_cache_dir=str(kv), warm_on_load=False)
     try:
         _, reused = await _turn(again, chatml_model, messages)
     finally:

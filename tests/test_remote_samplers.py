@@ -36,3 +36,16 @@ def test_other_servers_refuse_what_they_lack_but_take_a_bias(kind: str) -> None:
         sampling_fields(SamplingParams(dry_multiplier=1.0), 0, kind)
     assert sampling_fields(SamplingParams(logit_bias=((3, 5.0),)), 0, kind)["logit_bias"] == {"3": 5.0}
     assert "samplers" not in sampling_fields(SamplingParams(), 0, kind)  # their own order: nothing to send
+
+
+def test_the_docs_table_names_what_each_server_takes() -> None:
+    """docs/remote.md's row (the README points there) says what `_SERVER_KNOWS` sends (#32.6)."""
+    from pathlib import Path
+
+    from engine.remote.wire import _LABELS, _SERVER_KNOWS
+
+    doc = (Path(__file__).parent.parent / "docs" / "remote.md").read_text(encoding="utf-8")
+    row = next(line for line in doc.splitlines() if line.startswith("| samplers beyond"))
+    mlx, vllm, llama = [cell.strip() for cell in row.strip("|").split("|")[1:4]]
+    assert mlx == ", ".join(_LABELS[n] for n in _SERVER_KNOWS["mlx_lm.server"]) and vllm == "none"
+    assert all(_LABELS[n].split()[0].lower() in llama.lower() for n in _SERVER_KNOWS["llama.cpp"])

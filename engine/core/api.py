@@ -272,6 +272,11 @@ class TurnFinished:
     finish_reason: FinishReason
     context_used: int  # tokens in the cache after the turn
     context_limit: int
+    # Parameters changed mid-turn, as the engine applied them: (the reply token index they drew
+    # from, the parameters), oldest first. None: the engine does not say (the caller's own record
+    # stands). A caller's record can be a token early: a pipelined engine has sampled the next
+    # token before the caller sees the last one.
+    params_changes: tuple[tuple[int, SamplingParams], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -447,6 +452,43 @@ def check_probe_request(request: ProbeRequest) -> None:
 
 
 @dataclass(frozen=True)
+class StageRequest:
+    """The stage view of one token (`EngineAPI.stages`): what each stage of the chain did to it.
+
+    `messages` and `continue_last` are the turn that drew the token, as it was sent (a fresh reply:
+    ending with the user message; a branch: ending with the partial reply it continued); `tokens`
+    are the ids that turn drew, up to and including the token shown (the last one); `params` the
+    ones it started with (their seed is the turn's), `changes` the mid-turn changes ((index into
+    `tokens`, params from there on), `Version.changes` shifted to the turn's start). `candidates`
+    are the ids the view lists (the stored token's candidates and the chosen one)."""
+
+    messages: tuple[Message, ...]
+    tokens: tuple[int, ...]
+    params: SamplingParams
+    candidates: tuple[int, ...]
+    changes: tuple[tuple[int, SamplingParams], ...] = ()
+    continue_last: bool = False
+    thinking: bool | None = None
+
+
+@dataclass(frozen=True)
+class StageView:
+    """Each stage in force for one token, with every listed candidate's probability after it.
+
+    Recomputed, not recorded (a turn keeps no logits row): the engine runs the model again over the
+    prompt and the reply up to the token, then the turn's chain with its parameters, seed and
+    state (`engine.local.stageview`); a replay that does not draw the stored token is refused
+    (EngineError), never shown. `logprobs` are the recomputed log p_raw of `candidates`, so a caller compares them with the
+    stored ones before trusting the table (float rounding of a batched forward pass: ~1e-6)."""
+
+    candidates: tuple[int, ...]
+    stages: tuple[tuple[str, tuple[float, ...]], ...]  # ("model", probs), each stage in force, ("final", probs)
+    removed_by: tuple[str, ...]  # per candidate: the stage that removed it; "" where it survived
+    token: int  # the token shown (the replay drew it)
+    logprobs: tuple[float, ...]  # recomputed log p_raw per candidate
+
+
+@dataclass(frozen=True)
 class LoadProgress:
     """Loading or downloading news while `EngineAPI.load` runs (fraction None = unknown)."""
 
@@ -467,6 +509,7 @@ class Abilities:
     warm_up: bool = True  # `prepare` warms the cache for the message being typed
     scoring: bool = True  # `score`: teacher-forced statistics of every token read, perplexity
     probes: bool = True  # `probe`: a phrase's probability at any position
+    stage_view: bool = True  # `stages` recomputes each stage's distribution exactly (it needs full logits rows)
     why: tuple[tuple[str, str], ...] = ()  # (ability, the one line saying why it is missing)
 
     def reason(self, ability: str) -> str:
@@ -555,6 +598,18 @@ class EngineAPI(Protocol):
     async def probe(self, request: ProbeRequest) -> tuple[ProbeResult, ...]:
         """Each phrase's probability at `request.position` (see `ProbeRequest`), in order.
         Raises EngineError (one line: a bad request or position, an engine that cannot probe)."""
+        ...
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """`text` as the loaded model's tokenizer splits it, without special tokens (what a bias by
+        text resolves to: one id, or several for a phrase). Raises EngineError (no model, an engine
+        with no tokenizer here)."""
+        ...
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """The stage view of the last of `request.tokens` (see `StageRequest`), queued after any
+        running turn. Raises EngineError (one line: a bad request, an engine that has no full
+        logits rows to recompute from)."""
         ...
 
     def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None

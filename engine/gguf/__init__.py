@@ -9,7 +9,7 @@ model is loaded, so the base install never needs the extra.
 
 from engine.gguf.load import INSTALL_HINT, is_gguf_spec
 from engine.gguf.loader import GgufLoader
-from engine.gguf.threads import default_threads
+from engine.gguf.threads import default_threads, env_threads
 from engine.gguf.to_mlx import convert_to_mlx
 
-__all__ = ["INSTALL_HINT", "GgufLoader", "convert_to_mlx", "default_threads", "is_gguf_spec"]
+__all__ = ["INSTALL_HINT", "GgufLoader", "convert_to_mlx", "default_threads", "env_threads", "is_gguf_spec"]

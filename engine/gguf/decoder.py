@@ -35,10 +35,11 @@ if TYPE_CHECKING:
 class StatsPending:
     """A chosen token whose statistics row is still being computed."""
 
-    def __init__(self, token: int, row: Result[list[float]], candidates: int) -> None:
+    def __init__(self, token: int, row: Result[list[float]], candidates: int, params: SamplingParams) -> None:
         self.token = token
         self.row = row
         self.candidates = candidates
+        self.params = params
 
     def read(self) -> list[float]:
         """The packed statistics row (waits for the statistics thread; re-raises its error)."""
@@ -68,7 +69,7 @@ class OverlappedDecoder:
             self.sampler.set_params(params)
         self.params = params
         draw = self.sampler.choose(logits, self._context(ids, params))
-        return StatsPending(draw.token, self.stats.submit(statistics, draw), params.candidates)
+        return StatsPending(draw.token, self.stats.submit(statistics, draw), params.candidates, params)
 
     def _context(self, ids: list[int], params: SamplingParams) -> np.ndarray | None:
         """The ids the penalties look back over (recorded ids, then `ids`), as `_Decoder._context`."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from engine.core.api import LoadProgress, ModelInfo
+from engine.core.api import EngineError, LoadProgress, ModelInfo
 from engine.local.loaders import LoadContext, LoadedParts, ModelRuntime
 
 if TYPE_CHECKING:
@@ -21,13 +21,16 @@ if TYPE_CHECKING:
     from engine.local.commands import LoadCommand
 
 Sink = Callable[[object], None]
+THREADS_FILE = "gguf-threads.json"  # measured thread counts, per file and machine (#31.1)
 
 
 class GgufLoader:
     """``.gguf`` files (local, or ``owner/repo/file.gguf`` on the hub), run by llama.cpp."""
 
     def __init__(self, threads: int) -> None:
-        self.threads = threads  # llama.cpp's threads for every model this loader reads
+        """`threads`: llama.cpp's threads for every model this loader reads; 0: chosen by
+        measurement at each load (`engine.gguf.threads.candidate_threads`), starting from the rule."""
+        self.threads = threads
 
     def accepts(self, spec: str) -> bool:
         """A spec that names a GGUF file."""
@@ -43,13 +46,28 @@ class GgufLoader:
 
         name = Path(command.spec).expanduser().name or command.spec
         command.on_progress(LoadProgress(f"loading {name} with llama.cpp"))
-        loaded = load_gguf(command.spec, context.options.max_context, self.threads, command.on_progress)
+        from engine.core.settings.paths import cache_dir
+        from engine.gguf.load import resolve_gguf
+        from engine.gguf.threads import candidate_threads, default_threads, remembered_threads, threads_key
+
+        store, key = cache_dir() / THREADS_FILE, ""
+        remembered = None
+        if not self.threads:  # automatic: a count measured for this file and machine before, else measure
+            try:
+                key = threads_key(Path(resolve_gguf(command.spec, command.on_progress)))
+                remembered = remembered_threads(store, key)
+            except (OSError, EngineError):
+                key = ""  # the load below says what is wrong with the file
+        threads = self.threads or remembered or default_threads()
+        choices = () if self.threads or remembered else candidate_threads()
+        loaded = load_gguf(command.spec, context.options.max_context, threads, command.on_progress)
         context.bind_template(loaded.tokenizer, loaded.name)
         command.on_progress(LoadProgress(f"loaded {name}", 1.0))
         return LoadedParts(
             model=loaded.model, tokenizer=loaded.tokenizer, context_limit=loaded.context,
-            info=gguf_model_info(loaded, self.threads), template_name=loaded.name, last_row=LastRowHead([]),
-            decoder_factory=decoder_factory(loaded.model.stats_thread), runtime=LlamaRuntime(loaded.model),
+            info=gguf_model_info(loaded, threads, measured=remembered is not None), template_name=loaded.name,
+            last_row=LastRowHead([]), decoder_factory=decoder_factory(loaded.model.stats_thread),
+            runtime=LlamaRuntime(loaded.model, choices, (store, key) if key else None),
             disk_cache=lambda folder, cap: _disk_cache(loaded, folder, cap),
         )
 
@@ -65,8 +83,22 @@ class LlamaRuntime(ModelRuntime):
     """A llama.cpp model on the engine thread: events posted from its statistics thread, freed
     explicitly (on this thread); what-if previews run as llama.cpp sequences (`engine.gguf.rows`)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, choices: tuple[int, ...] = (), memory: tuple[Path, str] | None = None) -> None:
         self._model = model  # engine.gguf.model.LlamaModel
+        self._choices = choices  # thread counts to measure (none: the user chose, or measured before)
+        self._memory = memory  # where the measured count is kept, and for what
+
+    def thread_choices(self) -> tuple[int, ...]:
+        return self._choices
+
+    def set_threads(self, threads: int, final: bool = False) -> str:
+        """Use `threads` from now on; `final`: the measured choice, kept for the next load."""
+        from engine.gguf.threads import remember_threads
+
+        self._model.set_threads(threads)
+        if final and self._memory is not None:
+            remember_threads(*self._memory, threads)
+        return blas_line(threads, measured=True)
 
     def turn_sink(self, sink: Sink) -> tuple[Sink, Callable[[], None]]:
         """The turn's events go out from the statistics thread (`engine.gguf.decoder.HandOff`)."""
@@ -80,7 +112,7 @@ class LlamaRuntime(ModelRuntime):
         self._model.close()
 
 
-def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
+def gguf_model_info(loaded: LoadedGguf, threads: int, measured: bool = False) -> ModelInfo:
     """What the caller may know about the loaded GGUF model (plain data only): as an MLX model's,
     the thinking switch read from the file's own chat template, and every ability."""
     from engine.local.prompt import supports_thinking
@@ -94,10 +126,15 @@ def gguf_model_info(loaded: LoadedGguf, threads: int) -> ModelInfo:
         has_chat_template=bool(loaded.tokenizer.has_chat_template),
         parameters=loaded.model.parameters(),
         dtype=f"gguf {loaded.model.file_type_name()}",
-        blas=f"llama.cpp ({threads} thread{'s' if threads != 1 else ''})",
+        blas=blas_line(threads, measured),
         notes=(loaded.context_note,) if loaded.context_note else (),
         supports_thinking=supports_thinking(loaded.tokenizer),
         opens_thinking=opens_thinking(loaded.tokenizer),
         drops_past_thinking=drops_past_thinking(loaded.tokenizer),
         recommended=loaded.recommended,
     )
+
+
+def blas_line(threads: int, measured: bool = False) -> str:
+    """What the status bar says of llama.cpp's threads (`ModelInfo.blas`)."""
+    return f"llama.cpp ({threads} thread{'s' if threads != 1 else ''}{', measured' if measured else ''})"

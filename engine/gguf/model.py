@@ -137,6 +137,12 @@ class LlamaModel:
             raise ModelLoadError(f"llama.cpp could not make a context of {self.n_ctx} positions")
         return ctx
 
+    def set_threads(self, threads: int) -> None:
+        """Decode and prefill with `threads` threads from the next call (llama_set_n_threads)."""
+        self.threads = threads
+        if self._ctx is not None:
+            self._lib.llama_set_n_threads(self._ctx, threads, threads)
+
     def make_cache(self) -> list[LlamaCache]:
         """A fresh, empty cache: the context's memory is cleared with it."""
         self.remove_from(0)

@@ -114,6 +114,11 @@ class ExtendedChain:
         self.params = params
         self._penalties = make_numpy_penalties(params)
 
+    def advance_coin(self) -> None:
+        """Spend XTC's coin of a token that is not traced (the stage view's replay skips the
+        positions it needs no numbers of, and must keep the coins where the turn had them)."""
+        self._xtc.random()
+
     @property
     def uses_context(self) -> bool:
         """Whether `choose` reads the context (penalties or DRY on)."""

@@ -28,12 +28,16 @@ from engine.core.api import (
     SamplingParams,
     Scored,
     ScoreRequest,
+    StageRequest,
+    StageView,
     TokenEvent,
     TurnControl,
     TurnFinished,
 )
-from engine.local.commands import (CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, ProbeCommand,
-                                   ScoreCommand, Sink)
+from engine.local.commands import (
+    CountCommand, GenerateCommand, LoadCommand, PrepareCommand, PreviewCommand, ProbeCommand, ScoreCommand, Sink,
+    StagesCommand, TokenizeCommand,
+)
 from engine.local.loaders import ModelLoader
 from engine.local.options import EngineOptions
 from engine.local.worker import CLOSE_WAIT_S, EngineWorker
@@ -45,13 +49,16 @@ class Engine:
 
     def __init__(
         self, max_context: int = 0, *, fast_blas: bool = True, compute_dtype: str = "auto", fast_layers: bool = True,
-        kv_cache_dir: str = "", loaders: Sequence[ModelLoader] = (),
+        kv_cache_dir: str = "", loaders: Sequence[ModelLoader] = (), warm_on_load: bool = True,
     ) -> None:
         """`max_context` caps the context below the model's own limit (0 = the model's limit);
         `fast_blas`, `compute_dtype`, `fast_layers` and `kv_cache_dir` (recent histories' KV caches
         on disk, `engine.local.kvdisk`) are described in `engine.local.options.EngineOptions`;
-        `loaders` read the kinds of model file besides MLX's (`engine.factory` adds GGUF's)."""
-        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers, kv_cache_dir)
+        `loaders` read the kinds of model file besides MLX's (`engine.factory` adds GGUF's);
+        `warm_on_load`: the first turn's once-per-model work done inside the load (tests that count
+        what a cold cache feeds turn it off)."""
+        self._options = EngineOptions(max_context, fast_blas, compute_dtype, fast_layers, kv_cache_dir,
+                                      warm_on_load=warm_on_load)
         self._loaders = tuple(loaders)
         self._worker: EngineWorker | None = None  # started on first use
         self._model: ModelInfo | None = None
@@ -202,6 +209,29 @@ class Engine:
         if isinstance(item, BaseException):
             raise item
         assert isinstance(item, int)
+        return item
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """`text` split by the loaded tokenizer, on the engine thread. Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(TokenizeCommand(text, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, tuple)
+        return item
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """One token's stage view, recomputed on the engine thread after any running turn
+        (`engine.local.stagerows`). Raises EngineError."""
+        loop = asyncio.get_running_loop()
+        results: asyncio.Queue[object] = asyncio.Queue()
+        self._ensure_worker().submit(StagesCommand(request, _sink(loop, results)))
+        item = await results.get()
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, StageView)
         return item
 
     def set_params(self, params: SamplingParams) -> None:

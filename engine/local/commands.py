@@ -9,7 +9,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from engine.core.api import GenerateRequest, LoadProgress, Message, PreviewRequest, ProbeRequest, ScoreRequest, TurnControl
+from engine.core.api import (GenerateRequest, LoadProgress, Message, PreviewRequest, ProbeRequest, ScoreRequest,
+                             StageRequest, TurnControl)
 
 Sink = Callable[[object], None]  # receives events, a final result, or an EngineError instance
 
@@ -80,6 +81,15 @@ class ScoreCommand:
 
 
 @dataclass(frozen=True)
+class StagesCommand:
+    """Recompute one token's stage view (`engine.local.stagerows`); `sink` gets the StageView or
+    an EngineError."""
+
+    request: StageRequest
+    sink: Sink
+
+
+@dataclass(frozen=True)
 class ProbeCommand:
     """Probe phrases at a position (`engine.local.scoring`); `sink` gets the tuple of ProbeResults
     or an EngineError."""
@@ -89,9 +99,18 @@ class ProbeCommand:
 
 
 @dataclass(frozen=True)
+class TokenizeCommand:
+    """Split `text` with the loaded tokenizer (no special tokens); `sink` gets the ids (a tuple)
+    or an EngineError."""
+
+    text: str
+    sink: Sink
+
+
+@dataclass(frozen=True)
 class StopCommand:
     """Ends the thread after everything queued before it."""
 
 
 Command = Union[LoadCommand, GenerateCommand, PrepareCommand, CountCommand, PreviewCommand, ScoreCommand,
-                ProbeCommand, StopCommand]
+                ProbeCommand, StagesCommand, TokenizeCommand, StopCommand]

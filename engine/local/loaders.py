@@ -39,6 +39,15 @@ class ModelRuntime:
     def close(self) -> None:
         """Free the model now; MLX models are freed by the garbage collector."""
 
+    def thread_choices(self) -> tuple[int, ...]:
+        """Thread counts the load should measure to pick one (none: nothing to choose here)."""
+        return ()
+
+    def set_threads(self, threads: int, final: bool = False) -> str:
+        """Run with `threads` threads from now on (`final`: the chosen count); returns the BLAS
+        line `ModelInfo.blas` shows."""
+        return ""
+
 
 @dataclass
 class LoadedParts:

@@ -23,3 +23,4 @@ class EngineOptions:
     fast_layers: bool = True  # CPU prompt attention and SwiGLU, fused RoPE and RMSNorm (engine.cpu.routing)
     kv_cache_dir: str = ""  # keep recent histories' KV caches here (engine.local.kvdisk); "" = off
     kv_cache_mb: int = 2048  # the size cap of that folder
+    warm_on_load: bool = True  # run a short turn inside the load (engine.local.firstturn); tests of a cold cache turn it off

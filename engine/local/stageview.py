@@ -18,13 +18,13 @@ reply); a remote server sends no logits, so there the view cannot be exact and s
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.core.api import SamplingParams
-from engine.local.chain import ChainDraw, ExtendedChain, TokenVocab
+from engine.local.chain import ChainDraw, ExtendedChain, TokenVocab, needs_extended, xtc_on
 from engine.local.stages import NEG_INF
 
 
@@ -55,6 +55,60 @@ def replay(rows: Sequence[np.ndarray], params: SamplingParams, seed: int, histor
             raise ValueError(f"the replay drew {draw.token} at token {i}, the turn {tokens[i]}")
         out.append(draw)
     return out
+
+
+def timeline(params: SamplingParams, changes: Sequence[tuple[int, SamplingParams]], count: int
+             ) -> list[SamplingParams]:
+    """The parameters each of `count` tokens was drawn with: `params`, then each change from its
+    index on (oldest first, as `Version.changes` records them)."""
+    out, current, pending = [], params, sorted(changes, key=lambda change: change[0])
+    for i in range(count):
+        while pending and pending[0][0] <= i:
+            current = pending.pop(0)[1]
+        out.append(current)
+    return out
+
+
+def rows_needed(plan: Sequence[SamplingParams]) -> list[int]:
+    """The positions whose logits rows `replay_last` reads: the last one, and every one drawn
+    with mirostat on (its mu follows each draw); the others only advance the random numbers."""
+    last = len(plan) - 1
+    return [i for i, p in enumerate(plan) if i == last or p.mirostat == 2]
+
+
+def replay_last(rows: Mapping[int, np.ndarray], plan: Sequence[SamplingParams], seed: int, history: Sequence[int],
+                tokens: Sequence[int], vocab: TokenVocab | None = None) -> tuple[ChainDraw, bool]:
+    """The traced chain at the last of `tokens`, with the turn's state: `plan[i]` the parameters
+    token i was drawn with, `rows` the logits before each position `rows_needed` names. Every
+    earlier token advances the uniform numbers and XTC's coin as the turn did (one uniform per
+    token; a coin per token while XTC is on). Returns (the draw, whether the chain drew the last
+    token): with only classic stages on, the engines drew with their graph (the same
+    distribution, tests/test_sampling_lab.py, but another walk for the draw), so there the
+    stored token is the one shown."""
+    from engine.local.sampling import next_uniform  # the engines' one uniform per token
+
+    last = len(tokens) - 1
+    chain: ExtendedChain | None = None
+    uniforms = random.Random(seed)
+    for i, params in enumerate(plan):
+        u = next_uniform(uniforms)
+        extended = needs_extended(params)
+        if not extended and i < last:
+            continue
+        if chain is None:
+            chain = ExtendedChain(params, rows[last].shape[0], seed, vocab)
+        else:
+            chain.set_params(params)
+        if i < last and params.mirostat != 2:
+            if xtc_on(params):
+                chain.advance_coin()
+            continue
+        context = np.array(list(history) + list(tokens[:i]), dtype=np.int64)
+        draw = chain.choose(rows[i], context, u, trace=i == last)
+        if i < last and draw.token != tokens[i]:
+            raise ValueError(f"the replay drew {draw.token} at token {i}, the turn {tokens[i]}")
+    assert chain is not None
+    return draw, needs_extended(plan[last])
 
 
 def _probs(x: np.ndarray, ids: np.ndarray) -> np.ndarray:

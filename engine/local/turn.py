@@ -43,6 +43,7 @@ class PendingToken(Protocol):
 
     token: Any
     candidates: int
+    params: SamplingParams  # what it was sampled with (`TurnFinished.params_changes`)
 
     def read(self) -> list[float]: ...
 
@@ -62,6 +63,7 @@ class _Pending:
     token: mx.array
     row: mx.array
     candidates: int
+    params: SamplingParams
 
     def read(self) -> list[float]:
         """The row as Python floats: the turn's one device-to-host transfer per token."""
@@ -90,7 +92,7 @@ class _Decoder:
         self.params = params
         token, row = self.sampler.step(logits, self._context(fed, params))
         mx.async_eval(token, row)
-        return _Pending(token, row, params.candidates)
+        return _Pending(token, row, params.candidates, params)
 
     def _context(self, fed: mx.array, params: SamplingParams) -> mx.array | None:
         """The ids the penalties look back over: the recorded ids plus `fed`, the ids being fed.
@@ -165,6 +167,8 @@ class _DecodeLoop:
         self.unfed = 0  # 1 when the turn's last token was read but never fed (the cache lacks it)
         self.first_at: float | None = None
         self.last_at = 0.0
+        self.drawn_with = control.params  # the parameters the latest token was sampled with
+        self.changes: list[tuple[int, SamplingParams]] = []  # where they changed, as applied
         self.prefill_started = time.perf_counter()  # created right before the prefill
 
     def run(self, decoder: Decoder, pending: PendingToken) -> FinishReason:
@@ -198,6 +202,10 @@ class _DecodeLoop:
                 if fed:  # the cache holds it
                     self.session.tokens.append(token)
                 return "stop"
+            if pending.params is not self.drawn_with:
+                if pending.params != self.drawn_with:
+                    self.changes.append((len(self.reply), pending.params))
+                self.drawn_with = pending.params
             self.emit(self._event(token, LiveSampler.unpack(row, pending.candidates)))
             if first and not last:  # the first token, fed now that it is on its way to the screen
                 upcoming = decoder.step(pending.token)
@@ -274,4 +282,5 @@ class _DecodeLoop:
             finish_reason=reason,
             context_used=len(self.session.tokens) + self.unfed,
             context_limit=self.session.context_limit,
+            params_changes=tuple(self.changes),
         )

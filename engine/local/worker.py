@@ -14,6 +14,7 @@ import atexit
 import queue
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -32,6 +33,8 @@ from engine.local.commands import (
     PreviewCommand,
     ProbeCommand,
     ScoreCommand,
+    StagesCommand,
+    TokenizeCommand,
     StopCommand,
 )
 from engine.local.loaders import MlxLoader, ModelLoader
@@ -131,6 +134,10 @@ class EngineWorker:
                 self._preview(command, self._session)
             elif isinstance(command, (ScoreCommand, ProbeCommand)):
                 self._score(command, self._session)
+            elif isinstance(command, StagesCommand):
+                self._stages(command, self._session)
+            elif isinstance(command, TokenizeCommand):
+                self._tokenize(command, self._session)
             else:
                 self._generate(command, self._session)
                 self._turn_unsaved = True
@@ -178,10 +185,16 @@ class EngineWorker:
                 session.disk = self._disk_cache(*parts.disk_key)
             elif parts.disk_cache is not None and self._options.kv_cache_dir:
                 session.disk = parts.disk_cache(Path(self._options.kv_cache_dir), self._options.kv_cache_mb * 2**20)
-            command.sink(parts.info)
+            from engine.local.firstturn import warm_first_turn
+
+            if self._options.warm_on_load:
+                blas = warm_first_turn(session, parts.after_load, command.on_progress)
+                command.sink(replace(parts.info, blas=blas) if blas else parts.info)
+            else:  # as before #31.4: told at once, the CPU layer's work after (a turn waits for it)
+                command.sink(parts.info)
+                if parts.after_load is not None:
+                    parts.after_load(lambda: not self._commands.empty())
             self._told_blas = True
-            if parts.after_load is not None:
-                parts.after_load(lambda: not self._commands.empty())
             return session
         except EngineError as exc:
             command.sink(exc)
@@ -283,6 +296,29 @@ class EngineWorker:
         except Exception as exc:  # noqa: BLE001 - the thread lives on; the caller gets one line
             session.reset_cache()  # the cache may hold ids the bookkeeping never saw
             command.sink(EngineError(f"Scoring failed: {one_line(exc)}"))
+
+    def _stages(self, command: StagesCommand, session: Session | None) -> None:
+        """Recompute a token's stage view; it reads the session's cache, never changes it."""
+        if session is None:
+            command.sink(EngineError(NO_MODEL))
+            return
+        try:
+            from engine.local.stagerows import run_stage_view
+
+            command.sink(run_stage_view(session, command.request))
+        except EngineError as exc:
+            command.sink(exc)
+        except Exception as exc:  # noqa: BLE001 - the thread lives on; the caller gets one line
+            command.sink(EngineError(f"The stage view failed: {one_line(exc)}"))
+
+    def _tokenize(self, command: TokenizeCommand, session: Session | None) -> None:
+        if session is None:
+            command.sink(EngineError(NO_MODEL))
+            return
+        try:
+            command.sink(tuple(int(i) for i in session.tokenizer.encode(command.text, add_special_tokens=False)))
+        except Exception as exc:  # noqa: BLE001 - a tokenizer that fails on this text
+            command.sink(EngineError(f"Could not tokenize {command.text[:40]!r}: {one_line(exc)}"))
 
     def _generate(self, command: GenerateCommand, session: Session | None) -> None:
         """Run one turn; any failure ends it with one EngineError and a clean cache."""

@@ -30,6 +30,8 @@ from engine.core.api import (
     SamplingParams,
     Scored,
     ScoreRequest,
+    StageRequest,
+    StageView,
 )
 from engine.remote.capabilities import Capabilities, detect
 from engine.remote.chat import ChatTurn
@@ -42,6 +44,8 @@ SERVER_DEFAULT = ("", "demo", "default")  # model names that mean "whatever the 
 PREVIEW_REFUSAL = "Previews are not available on a remote server (--server): they need the local engine."
 SCORE_REFUSAL = ("Scoring the text a model reads is not available on a remote server (--server): servers send "
                  "no logprobs of the prompt here; it needs the local engine.")
+STAGES_REFUSAL = ("The stage view cannot be exact on a remote server: it sends the top candidates, not the "
+                  "whole logits row each stage is computed from (a local engine can).")
 
 
 class RemoteEngine:
@@ -133,6 +137,21 @@ class RemoteEngine:
     async def probe(self, request: ProbeRequest) -> tuple[ProbeResult, ...]:
         """Refused (`Abilities.probes` is False), for the same reason as `score`."""
         raise EngineError(SCORE_REFUSAL)
+
+    async def token_ids(self, text: str) -> tuple[int, ...]:
+        """Through the model's tokenizer here (--tokenizer, or found in the Hugging Face cache);
+        without one a text cannot be turned into the ids a server's logit_bias takes."""
+        if self._model is None or self._closed:
+            raise EngineError(NO_MODEL)
+        if self._tokens is None:
+            raise EngineError("A bias by text needs the model's tokenizer here (--tokenizer): give token ids.")
+        tokens = self._tokens
+        return tuple(int(i) for i in await in_daemon_thread(lambda: tokens.encode(text, add_special_tokens=False)))
+
+    async def stages(self, request: StageRequest) -> StageView:
+        """Refused: a server sends the chosen token's logprob and its top-N, never the whole
+        logits row, so no stage's distribution can be recomputed exactly from here."""
+        raise EngineError(STAGES_REFUSAL)
 
     def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
                 ) -> asyncio.Future[int]:
@@ -232,13 +251,14 @@ def _abilities(caps: Capabilities, by_ids: bool) -> Abilities:
     """What the app may offer on this server: over the chat endpoint the server renders the
     history itself, so it counts the prompt, continues no partial reply and takes parameter
     changes only from the next reply; previews need the local engine everywhere."""
-    why = [("previews", PREVIEW_REFUSAL), ("scoring", SCORE_REFUSAL), ("probes", SCORE_REFUSAL)]
+    why = [("previews", PREVIEW_REFUSAL), ("scoring", SCORE_REFUSAL), ("probes", SCORE_REFUSAL),
+           ("stage_view", STAGES_REFUSAL)]
     if not by_ids:
         why += [("branching", f"{caps.kind}'s chat endpoint cannot continue a partial reply: branching from a "
                               "candidate needs a local engine or token-id prompts (--tokenizer)."),
                 ("token_counting", f"{caps.kind} counts the prompt itself over the chat endpoint.")]
-    return Abilities(previews=False, branching=by_ids, token_counting=by_ids, live_params=by_ids, warm_up=False,
-                     scoring=False, probes=False, why=tuple(why))
+    return Abilities(previews=False, stage_view=False, branching=by_ids, token_counting=by_ids, live_params=by_ids,
+                     warm_up=False, scoring=False, probes=False, why=tuple(why))
 
 
 def _notes(caps: Capabilities, by_ids: bool, has_tokenizer: bool, problem: str) -> tuple[str, ...]:

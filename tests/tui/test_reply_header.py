@@ -43,3 +43,21 @@ async def test_a_change_mid_reply_is_shown_where_it_applied(make_app: AppFactory
         assert re.search(rf"at token {at}: temperature 0\.70→0\.60", _header(app)), _header(app)
         again = conversation_from_dict(conversation_to_dict(app.controller.conversation))
         assert again.path()[-1].version.changes == version.changes  # saved and read back
+
+
+async def test_the_reply_keeps_where_the_engine_applied_a_change(make_app: AppFactory) -> None:
+    """The app notes a change at the number of tokens it has seen; a pipelined engine has
+    already sampled the next one with the old parameters, and says so at the end of the turn
+    (`TurnFinished.params_changes`): the reply keeps the engine's index, which the stage view
+    replays (#32.3)."""
+    engine = ScriptedEngine(token_delay=0.2)
+    engine.change_lag = 1  # as the MLX engine: the change drew from one token later than the app saw
+    app = make_app(engine)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await start_reply(app, pilot)
+        await pilot.press("shift+tab", "t")
+        await wait_idle(app, pilot)
+        version = app.controller.conversation.path()[-1].version
+        applied = next(i for i, p in enumerate(engine.params_seen) if p.temperature == 0.6)  # the app's own guess
+        assert len(version.changes) == 1 and version.changes[0][0] == applied + 1
+        assert re.search(rf"at token {version.changes[0][0]}: temperature", _header(app)), _header(app)

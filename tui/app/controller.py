@@ -293,7 +293,8 @@ class ChatController:
         tokens = [*sampled[:index], chosen, *after]
         params = self._turn_params()
         version = Version(tokens=tokens, params=params, branched_at=index, model=self.model_folder,
-                          thinking=old.thinking, thinking_opened=old.thinking_opened)  # the same prompt
+                          thinking=old.thinking, thinking_opened=old.thinking_opened,  # the same prompt
+                          turn_start=len(tokens))
         node.add_version(version)
         self.conversation.changed()
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)
@@ -435,6 +436,8 @@ class ChatController:
 
     def _finish(self, node: Node, version: Version, done: TurnFinished) -> None:
         version.settle(done.text)
+        if done.params_changes is not None:  # where the engine applied them (ours may be a token early)
+            version.changes = list(done.params_changes)
         version.finish_reason = done.finish_reason
         version.stats = TurnStats.from_finished(done)
         self._post(msg.GenerationFinished(node, version.stats, done.finish_reason))

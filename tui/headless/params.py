@@ -46,9 +46,10 @@ def add_param_flags(parser: argparse.ArgumentParser) -> None:
                            help=f"{name.replace('_', ' ')} ({_bound(low, kind)} to {_bound(high, kind)}{extra})")
 
 
-_LIST_METAVARS = {"logit_bias": "ID=BIAS", "dry_sequence_breaker": "TEXT", "samplers": "ORDER"}
+_LIST_METAVARS = {"logit_bias": "TOKEN=BIAS", "dry_sequence_breaker": "TEXT", "samplers": "ORDER"}
 _LIST_HELP = {
-    "logit_bias": "add BIAS (-100 to 100; -100 or 'ban' bans) to token ID's logit; repeat the flag for more",
+    "logit_bias": "add BIAS (-100 to 100; -100 or 'ban' bans) to a token's logit, TOKEN its id or its text "
+                  "(one token of the model; a phrase is refused); repeat the flag for more",
     "dry_sequence_breakers": "a text at which DRY's repetitions restart (repeat the flag; 'none': no breakers)",
     "samplers": f"the chain's order: {', '.join(ORDERS)}, or stage names joined by ';' ({';'.join(STAGES)})",
 }
@@ -72,6 +73,14 @@ def _bound(value: float, kind: type) -> str:
     return str(int(value)) if kind is int else f"{value:g}"
 
 
+def text_biases(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
+    """The ``--logit-bias TEXT=BIAS`` values (`tui.headless.bias`), resolved after the load."""
+    from tui.headless.bias import split_bias_flags
+
+    given = getattr(args, "logit_bias", None)
+    return () if given is None else tuple(split_bias_flags(given)[1])
+
+
 def params_from_args(args: argparse.Namespace, defaults: SamplingParams) -> SamplingParams:
     """`defaults` with every given flag applied; raises ParamError naming the flag."""
     params = defaults
@@ -81,6 +90,12 @@ def params_from_args(args: argparse.Namespace, defaults: SamplingParams) -> Samp
             continue
         if name == "seed" and value == -1:
             value = None
+        if name == "logit_bias":
+            from tui.headless.bias import split_bias_flags
+
+            value, _texts = split_bias_flags(value)  # the texts are resolved once the model is in
+            if not value:
+                continue
         try:
             if PARAM_LIMITS[name][2] is tuple:
                 value = _list_value(name, value)

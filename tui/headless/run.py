@@ -41,7 +41,8 @@ from engine.core.settings import Config, load_config, parse_gguf_threads, printa
 from tui.cli_parser import OneLineParser, UsageError, nonblank
 from engine.core.thinking import holds_thinking
 from tui.headless.output import Printer, progress_printer, say as _say
-from tui.headless.params import add_param_flags, params_from_args
+from tui.headless.bias import resolve_text_biases
+from tui.headless.params import add_param_flags, params_from_args, text_biases
 from tui.headless.previews import PreviewSpec, parse_preview, run_turn_with_previews
 from tui.headless.saved import LinearChat, first_messages, open_chat, saved_record
 from engine.core.library import LibraryError
@@ -123,6 +124,7 @@ class RunPlan:
     continue_id: str | None = None
     thinking: bool | None = None  # --thinking on/off; None: the template's default
     score: bool = False  # --score: the chat's perplexities after the last reply
+    text_biases: tuple[tuple[str, float], ...] = ()  # --logit-bias TEXT=BIAS, resolved once the model is in
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -167,6 +169,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         continue_id=args.continue_id,
         thinking=None if args.thinking is None else args.thinking == "on",
         score=args.score,
+        text_biases=text_biases(args),
     )
 
 
@@ -248,11 +251,12 @@ async def run_conversation(
         if on_loaded is not None:
             on_loaded()
         folder = info.path
+        params = await resolve_text_biases(engine, plan.params, plan.text_biases)
         messages = first_messages(plan.system, chat, info.path)
         dropped = 0
         for turn, prompt in enumerate(plan.prompts, 1):
             messages.append(Message("user", prompt))
-            fitted = await fit_turn(engine, messages, plan.config.chat.context_strategy, plan.params.max_tokens,
+            fitted = await fit_turn(engine, messages, plan.config.chat.context_strategy, params.max_tokens,
                                     thinking=plan.thinking, dropped_before=dropped)
             if fitted.refusal is not None:  # before the prompt enters the library: nothing to undo
                 raise ContextLimitError(fitted.refusal)
@@ -263,7 +267,7 @@ async def run_conversation(
                 _warn_once(err, chat.user(prompt), said)
             printer.started(turn, prompt)
             in_turn = True
-            request = GenerateRequest(fitted.messages, with_seed(plan.params), thinking=plan.thinking)
+            request = GenerateRequest(fitted.messages, with_seed(params), thinking=plan.thinking)
             if plan.preview is None:
                 done = await _run_turn(engine, request, turn, printer)
             else:
@@ -404,7 +408,7 @@ def main(argv: Sequence[str] | None = None, engine_factory: EngineFactory | None
         return _fail(err, "interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         return _quiet_broken_pipe()
-    except (ModelLoadError, ContextLimitError) as error:
+    except (ModelLoadError, ContextLimitError, ParamError) as error:  # ParamError: a --logit-bias text
         return _fail(err, str(error))
     except EngineError as error:
         return _fail(err, str(error), 1)

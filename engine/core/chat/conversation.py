@@ -60,6 +60,10 @@ class Version:
     # Not saved: the prompt this reply answers ended inside a <think> block (ModelInfo.opens_thinking),
     # so it thinks from its first token. Only a streaming reply needs it: a finished one shows its </think>.
     thinking_opened: bool = False
+    # Not saved: the first token this version's own turn drew. A branch begins with tokens it did
+    # not draw (copied, the one chosen by hand, those of the preview it started from); None: right
+    # after `branched_at` (the whole reply when it is no branch). The stage view replays from here.
+    turn_start: int | None = field(default=None, compare=False)
     # Parameters changed while the reply streamed (#30.6): (the token index they applied from,
     # the parameters from there on), oldest first. The reply's header says what changed where.
     changes: list[tuple[int, SamplingParams]] = field(default_factory=list)

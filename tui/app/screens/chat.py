@@ -21,6 +21,7 @@ from tui.app import messages as msg
 from engine.core.chat.draft import load_draft
 from tui.app.bindings import bindings_for
 from tui.app.safe_text import pasted
+from tui.app.bias_labels import bias_labels
 from tui.app.controller import ChatController, Post
 from engine.core.chat.conversation import Node
 from engine.core.param_steps import (
@@ -35,6 +36,8 @@ from tui.app.screens.chat_second import SecondModelActions, second_engine_factor
 from tui.app.widgets.second_line import SecondLine
 from tui.app.screens.chat_scope import ScopeActions
 from tui.app.screens.chat_search import SearchActions
+from tui.app.screens.chat_biases import BiasActions
+from tui.app.screens.chat_stages import StageActions
 from tui.app.screens.dialogs import TextDialog, ValueDialog
 from tui.app.screens.layout import LAYOUT_CSS, fit, toggle
 from tui.app.widgets.candidates import CandidatesPanel
@@ -54,14 +57,14 @@ HEAT_CYCLE: tuple[HeatMode | None, ...] = (None, "p", "entropy")  # what F3 step
 
 _HINTS = {
     "seed": "empty or 'random' = a fresh seed each turn",
-    "logit_bias": "ID=BIAS, ID=BIAS (-100 to 100; 'ban' = -100); empty: no biases",
     "dry_sequence_breakers": "comma-separated; \\n = line break, \\, = comma; 'none': no breakers",
     "samplers": "llama.cpp, mlx-lm, logitscope, or stage names joined by ';'",
     "mirostat": "0 = off, 2 = mirostat v2",
 }
 
 
-class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions):
+class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, SearchActions, StageActions,
+                 BiasActions):
     """Transcript and input on the left, candidates and parameters on the right."""
 
     DEFAULT_CSS = LAYOUT_CSS
@@ -208,6 +211,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
             self._panel_due = now + 1.0 / PANEL_HZ
             panel = self.query_one(CandidatesPanel)
             panel.streaming, panel.token = True, event.node.version.tokens[-1]
+            self.stage_cursor()
 
     @on(msg.GenerationFinished)
     def _finished(self, event: msg.GenerationFinished) -> None:
@@ -235,6 +239,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         panel.streaming = False
         if transcript.cursor is None and node.version.tokens:
             panel.token = node.version.tokens[-1]
+        self.stage_cursor()
         self.refresh_bindings()
 
     # --- user intent from widgets
@@ -269,6 +274,7 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         panel.token = event.token
         self.preview_cursor(event.node, event.index)
         self.second.token_selected(event.node, event.index)
+        self.stage_cursor()
 
     @on(Transcript.Shown)
     def _shown(self) -> None:
@@ -381,9 +387,8 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
         self.controller.set_params(params)
         panel = self.query_one(ParamsPanel)
         panel.params, panel.preset = params, preset
-        panel.bias_text = ", ".join(
-            f"{printable(self._bias_names[t])!r}{'⊘' if b <= -100 else f'{b:+g}'}" if t in self._bias_names
-            else f"#{t}{'⊘' if b <= -100 else f'{b:+g}'}" for t, b in params.logit_bias)
+        panel.bias_labels = bias_labels([t for t, _ in params.logit_bias], self._bias_names,
+                                        self.controller.conversation)
         changed = [name for name, _label in ALL_PARAMS if getattr(old, name) != getattr(params, name)]
         if panel.region.area:
             panel.flash(frozenset(changed))
@@ -411,6 +416,10 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
 
     def edit_param(self, name: str) -> None:
         """Ask for an exact value; a value outside the limits is refused in the dialog."""
+        if name == "logit_bias":
+            self._edit_biases()
+            return
+
         def validate(text: str) -> str | None:
             try:
                 parse_param(self.controller.params, name, text)

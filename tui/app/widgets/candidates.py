@@ -14,11 +14,12 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from engine.core.api import TokenEvent
+from engine.core.api import StageView, TokenEvent
 from engine.core.forks import ForkRule
 from tui.app.bindings import bindings_for
 from tui.app.messages import CandidateBias, CandidateChosen
 from tui.app.widgets.render import bar, log_text, percent, safe_log, visible
+from tui.app.widgets.stage_table import last_offset, stage_table
 
 BAR_WIDTH = 10
 FIXED_COLUMNS = 19  # key and marker, the two numbers, the gaps between the five columns
@@ -43,9 +44,18 @@ class CandidatesPanel(Widget, can_focus=True):
     logprobs: reactive[bool] = reactive(False)  # natural-log probabilities instead of percent
     forks: reactive[ForkRule] = reactive(ForkRule)  # a fork is marked in the summary (#33.4)
     probe: reactive[str] = reactive("")  # the last probe's line at this token (#33.2)
+    # The stage view (#32.3): each candidate's probability after every stage, for `token`; the
+    # screen fills `stage_view` (or says why not in `stage_note`) when the engine answers.
+    stages: reactive[bool] = reactive(False)
+    stage_view: reactive[StageView | None] = reactive(None)
+    stage_note: reactive[str] = reactive("")
+    stage_offset: reactive[int] = reactive(0)
 
     def on_mount(self) -> None:
         self.border_title = "candidates"
+
+    def watch_stages(self, stages: bool) -> None:
+        self.border_title = "stages" if stages else "candidates"
         self.watch(self.app, "theme", self._theme_changed, init=False)
 
     def _theme_changed(self) -> None:
@@ -66,9 +76,25 @@ class CandidatesPanel(Widget, can_focus=True):
         if token is None:
             return Text("Select a token: Esc to leave the input (Shift+Tab while a reply streams: Esc "
                         "stops it), then ←/→, or click a token.", style="dim")
+        if self.stages:
+            return self._stages(token)
         spacer = [Text("")] if self.size.height >= self._summary_rows() + 2 + len(token.candidates) else []
         probe = [Text(f"probe {self.probe}", style="italic", no_wrap=True, overflow="ellipsis")] if self.probe else []
         return Group(self._summary(token), *probe, *spacer, self._table(token))
+
+    def _stages(self, token: TokenEvent) -> RenderableType:
+        """The stage view of `token`: a head line, then the table or the one line saying why not."""
+        head = Text()
+        head.append(f"#{token.index} ", style="dim")
+        head.append(visible(token.piece or token.text), style="bold")
+        view = self.stage_view
+        if view is None or view.token != token.id:
+            head.append(f"\n{self.stage_note or 'recomputing each stage…'}", style="italic dim")
+            return head
+        head.append("  after each stage (recomputed)", style="dim")
+        chosen = self.app.theme_variables.get("chosen-token", "")
+        return Group(head, stage_table(view, token, self.row, self.size.width, self.stage_offset, self.logprobs,
+                                       chosen, self.has_focus, self.size.height - 1))
 
     def _room(self) -> int:
         """How many candidate rows fit under the numbers and the column heads."""
@@ -161,6 +187,11 @@ class CandidatesPanel(Widget, can_focus=True):
     def action_cursor(self, step: int) -> None:
         if self.token is not None and self.token.candidates:
             self.row = (self.row + step) % len(self.token.candidates)
+
+    def action_stage_page(self, step: int) -> None:
+        """In the stage view: the next or previous stage columns (those after "model")."""
+        if self.stages and self.stage_view is not None:
+            self.stage_offset = max(0, min(self.stage_offset + step, last_offset(self.stage_view, self.size.width)))
 
     def action_choose(self) -> None:
         if self.token is not None and self.token.candidates:

@@ -17,9 +17,12 @@ from engine.core.api import SamplingParams
 from tui.app.bindings import PARAM_KEYS, bindings_for
 from tui.app.messages import ParamEdit, ParamStep
 from engine.core.param_steps import format_param, visible_params
+from engine.core.params import BAN
+from engine.core.settings import printable
 from tui.app.safe_text import literal
 
 FLASH_S = 1.2  # how long a changed row stays marked
+BIAS_ROWS = 4  # the biases listed one per row; beyond that a row says how many more
 
 def _short(text: str, width: int) -> str:
     """One panel cell: long orders and bias lists end in an ellipsis (the palette shows them whole)."""
@@ -87,13 +90,20 @@ class ParamsPanel(Widget, can_focus=True):
             table.add_row(*cells)
         # the chain's order, and the biases: set from the palette ("Sampler order", "Set logit bias")
         table.add_row("", Text("order"), Text(_short(format_param(self.params, "samplers"), 18)), "", *[""] * shows)
-        if self.params.logit_bias:
-            table.add_row("", Text("bias"), Text(_short(self.bias_text or format_param(self.params, "logit_bias"), 18)), "",
-                          *[""] * shows)
+        biases = self.params.logit_bias
+        for i, (token, bias) in enumerate(biases[:BIAS_ROWS]):  # one row each: the token's text and id, the value
+            name = self.bias_labels.get(token)
+            label = f"{printable(name)!r} #{token}" if name is not None else f"#{token}"
+            if i == BIAS_ROWS - 1 and len(biases) > BIAS_ROWS:
+                label, value = f"+{len(biases) - i} more (palette)", ""
+            else:
+                value = "ban" if bias <= BAN else f"{bias:+g}"
+            table.add_row("", Text("bias" if i == 0 else ""), Text(_short(label, 18), justify="left"),
+                          Text(value, style="dim"), *[""] * shows)
         return table
 
     recommended: reactive[dict] = reactive(dict, layout=True)  # the model's own settings (name -> value)
-    bias_text: reactive[str] = reactive("", layout=True)  # the biases with their tokens' text, when the screen knows them
+    bias_labels: reactive[dict] = reactive(dict, layout=True)  # token id -> its text, where the screen found it
 
     @property
     def selected_name(self) -> str:
