@@ -301,3 +301,35 @@ async def test_another_model_that_cannot_score_takes_the_old_scores_away(make_ap
         await wait_until(pilot, lambda: not user_view(app).tokens)
         await wait_until(pilot, lambda: "ppl" not in screen_text(app))
         assert app.screen.query_one(StatusBar).perplexity is None
+
+
+async def test_a_score_in_flight_stops_before_the_next_turn_asks_the_engine(make_app: Any) -> None:
+    """Before: it was cancelled only once the turn had started (GenerationStarted), so the turn's
+    first request queued behind the score's current chunk on the engine thread."""
+    import asyncio
+
+    from engine.core.api import ScoreRequest
+
+    engine = ScriptedEngine()
+    started = asyncio.Event()
+
+    async def never_ends(request: ScoreRequest) -> Any:
+        started.set()
+        await asyncio.Event().wait()
+
+    engine.score = never_ends  # type: ignore[method-assign]
+    seen: list[bool] = []
+    generate = engine.generate
+
+    def watching(request: Any) -> Any:
+        task = app.chat_screen.scope.scores._task
+        seen.append(task is None or task.done() or task.cancelling() > 0)
+        return generate(request)
+
+    engine.generate = watching  # type: ignore[method-assign]
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        await wait_until(pilot, started.is_set)
+        await send(app, pilot, "again")
+        assert seen == [True, True]

@@ -67,6 +67,9 @@ class ChatController:
         self._left_out = 0  # oldest messages the last turn left out to fit the context
         self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
         self.past_thinking: bool | None = None  # drop earlier replies' thinking (None: as the template does)
+        # Called as a turn starts, before the engine is asked anything for it: optional work on
+        # the engine (a score of the chat, #33) stops, so it never delays the turn's first token.
+        self.before_turn: list[Callable[[], None]] = []
 
     @property
     def conversation(self) -> Conversation:
@@ -326,6 +329,8 @@ class ChatController:
         """Start a turn: fit `messages` into the context first, and only then `commit` (add the
         new messages to the conversation; it returns the node the reply goes to) and stream."""
         self._streaming, self._stop_asked = None, False
+        for hook in self.before_turn:  # e.g. a score of the chat in flight: the turn goes first
+            hook()
         self._task = asyncio.create_task(self._fit_and_answer(messages, commit, text))
         return True
 

@@ -70,6 +70,7 @@ class ScopeActions:
         controller = screen.controller
         self.scores = ChatScores(controller.engine, screen.post_message, screen.config.ui.score_chat,
                                  candidates=max(1, min(controller.params.candidates, MAX_SCORE_CANDIDATES)))
+        controller.before_turn.append(self.scores.stop)  # a score in flight gives way to a turn at once
         self._told: set[str] = set()  # reasons already said (once each)
         self._probe: asyncio.Task[None] | None = None
 
