@@ -347,7 +347,7 @@ class ScriptedEngine:
         tokens = tuple(self._scored_event(position, self._vocab.texts[ids[position]], request.candidates)
                        for position in range(1, len(ids)))
         messages = tuple(self._message_score(number, start, end, tokens) for number, (start, end) in enumerate(spans))
-        chat = [t.logprob for m in messages for t in tokens[max(m.start - 1, 0):m.end - 1]]
+        chat = [t.logprob for m in messages for t in tokens[max(m.start - 1, 0):max(m.end - 1, 0)]]
         whole = perplexity(chat) if request.text is None else perplexity([t.logprob for t in tokens])
         return Scored(tuple(ids), tokens, messages, whole, reused, 0.0)
 

@@ -120,3 +120,15 @@ async def test_probes_leave_the_chat_s_sequence_as_it_was(pair: tuple[Path, Path
     assert again.reused_tokens == len(again.ids) - 1 and again.tokens == scored.tokens
     events, done = await run(gguf_engine, CHAT, GREEDY)  # the chat's cells were untouched by the probe
     assert done.reused_tokens == len(done.prompt_ids) - 1
+
+
+async def test_a_scoring_turn_on_llama_cpp_keeps_the_prompt_s_rows(pair: tuple[Path, Path], gguf_engine: Engine) -> None:
+    from engine.core.api import GenerateRequest
+
+    plain = [item async for item in gguf_engine.generate(GenerateRequest(CHAT, GREEDY))][-1]
+    await gguf_engine.score(ScoreRequest(text="something else"))  # a cold cache for the scoring turn
+    done = [item async for item in gguf_engine.generate(GenerateRequest(CHAT, GREEDY, score_candidates=2))][-1]
+    assert done.token_ids == plain.token_ids  # the same reply: only the prefill differs
+    scored = await gguf_engine.score(ScoreRequest((*CHAT, reply(done)), candidates=2, continue_last=True))
+    assert scored.reused_tokens >= len(done.prompt_ids) - 2
+    check(scored, llama_rows(pair[1], list(scored.ids)), 2)

@@ -15,7 +15,8 @@ import pytest
 
 from tui.headless import run
 from engine.factory import local_engine
-from engine.gguf.threads import candidate_threads, pick_fastest, remember_threads, remembered_threads, threads_key
+from engine.gguf.threads import candidate_threads, remember_threads, remembered_threads, threads_key
+from engine.local.firstturn import pick_fastest
 from engine.gguf import GgufLoader, default_threads
 from engine.local.client import Engine
 from engine.core.settings import load_config, parse_gguf_threads

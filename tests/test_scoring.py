@@ -21,6 +21,7 @@ from engine.core.api import (
     ScoreRequest,
 )
 from engine.local.client import Engine
+from test_nonfinite import nan_model  # noqa: F401 - fixture
 
 CHAT = (Message("system", "you are a cat"), Message("user", "hello the cat, how are the dogs today?"))
 
@@ -161,3 +162,111 @@ async def test_bad_scores_and_probes_are_one_line(chatml_model: Path, tmp_path: 
         assert len(scored.tokens) == len(scored.ids) - 1
     finally:
         await engine.close()
+
+
+async def test_a_turn_asked_to_score_keeps_its_prompt_s_rows(chatml_model: Path, engine: Engine) -> None:
+    """GenerateRequest.score_candidates: the turn's own prefill keeps the statistics, so scoring the
+    chat afterwards reads only the reply again, and the rows equal a cold pass."""
+    from engine.core.api import GenerateRequest
+
+    await engine.load(str(chatml_model))
+    request = GenerateRequest(CHAT, GREEDY, score_candidates=3)
+    events = []
+    async for item in engine.generate(request):
+        events.append(item)
+    done = events[-1]
+    assert done.reused_tokens == 0 and done.prefilled_tokens == len(done.prompt_ids)
+    plain = await run(engine, (Message("user", "something else entirely"),), GREEDY)  # noqa: F841 - moves the cache
+    again = [item async for item in engine.generate(request)][-1]
+    assert again.finish_reason == done.finish_reason and again.token_ids == done.token_ids
+    chat = (*CHAT, reply(again))
+    scored = await engine.score(ScoreRequest(chat, candidates=3, continue_last=True))
+    assert scored.reused_tokens >= len(again.prompt_ids) - 2  # only the reply (and the last prompt id) read again
+    check_against(scored, cold_rows(chatml_model, list(scored.ids)), 3)
+
+
+async def test_a_scoring_turn_is_cancelled_like_any_turn(chatml_model: Path, engine: Engine) -> None:
+    from engine.core.api import GenerateRequest
+
+    await engine.load(str(chatml_model))
+    stream = engine.generate(GenerateRequest(CHAT, GREEDY, score_candidates=2))
+    engine.cancel()
+    items = [item async for item in stream]
+    assert items[-1].finish_reason == "cancelled"
+    assert (await engine.score(ScoreRequest(CHAT, candidates=2))).tokens  # the engine goes on
+
+
+async def test_a_sliding_window_model_scores_as_its_own_cache_computes(window_model: Path, engine: Engine) -> None:
+    """A 12-token window (RotatingKVCache): rows equal mlx-lm fed one token at a time through its
+    own cache (where the window applies), cold and after a turn (a wrapped cache is read again)."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    await engine.load(str(window_model))
+    long = (Message("user", "hello the cat, how are the dogs today? " * 3),)
+
+    def stepwise(ids: tuple[int, ...]) -> np.ndarray:
+        model, _ = reference(window_model)
+        cache = make_prompt_cache(model)
+        rows = [np.array(model(mx.array([[i]]), cache=cache)[0, -1].astype(mx.float32)) for i in ids]
+        logits = np.stack(rows).astype(np.float64)
+        m = logits.max(-1, keepdims=True)
+        return logits - (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))
+
+    scored = await engine.score(ScoreRequest(long, candidates=2))
+    assert len(scored.ids) > 24
+    check_against(scored, stepwise(scored.ids), 2)
+    _, done = await run(engine, long, GREEDY)
+    again = await engine.score(ScoreRequest((*long, reply(done)), candidates=2, continue_last=True))
+    check_against(again, stepwise(again.ids), 2)
+
+
+async def test_a_cancelled_score_leaves_exact_rows_for_the_next(chatml_model: Path, engine: Engine,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller leaves mid-way (the app starts a turn): what was fed stays cached with its rows,
+    and the next score is exact and reads only the rest."""
+    import asyncio
+
+    from engine.local import scorerows
+    from engine.local.session import Session
+
+    monkeypatch.setattr(scorerows, "CHUNK_FLOATS", 1)  # 16 rows a pass: many passes
+    original = Session.rows
+    started = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow(self: Session, ids: list[int], cache: object = None) -> object:
+        loop.call_soon_threadsafe(started.set)
+        import time
+        time.sleep(0.2)
+        return original(self, ids, cache)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Session, "rows", slow)
+    await engine.load(str(chatml_model))
+    text = " ".join(["the cat and the dog"] * 12)
+    task = asyncio.create_task(engine.score(ScoreRequest(text=text, candidates=2)))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    scored = await engine.score(ScoreRequest(text=text, candidates=2))
+    assert 0 < scored.reused_tokens < len(scored.ids) - 1
+    check_against(scored, cold_rows(chatml_model, list(scored.ids)), 2)
+
+
+async def test_nan_logits_end_a_score_in_one_line_and_the_engine_goes_on(nan_model: Path, engine: Engine) -> None:
+    await engine.load(str(nan_model))
+    with pytest.raises(EngineError, match="NaN logits"):
+        await engine.score(ScoreRequest(CHAT, candidates=2))
+    with pytest.raises(EngineError, match="NaN"):  # and again: the cache was dropped, nothing half-kept
+        await engine.score(ScoreRequest(CHAT, candidates=2))
+
+
+def test_a_message_not_found_at_the_start_adds_nothing_to_the_chat_s_perplexity() -> None:
+    """A span (0, 0) (a first message the template does not show verbatim) owns no token: the
+    slice tokens[0:-1] once counted nearly every token of the chat for it."""
+    from engine.core.api import TokenEvent
+    from engine.local.scoring import _own
+
+    tokens = tuple(TokenEvent(i, i, "x", "x", -1.0, None, 1, 0.0, ()) for i in range(1, 6))
+    assert _own(tokens, 0, 0) == () and _own(tokens, 0, 1) == ()
+    assert [t.index for t in _own(tokens, 0, 3)] == [1, 2] and [t.index for t in _own(tokens, 2, 4)] == [2, 3]

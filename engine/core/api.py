@@ -228,6 +228,10 @@ class GenerateRequest:
     params: SamplingParams = field(default_factory=SamplingParams)
     continue_last: bool = False
     thinking: bool | None = None
+    # Set (0 to MAX_SCORE_CANDIDATES): the turn's prefill also keeps the teacher-forced statistics
+    # of every prompt position it computes, with this many candidates, so a `score` of the chat
+    # afterwards reads only the reply again (the prefill then costs what a score does). None: off.
+    score_candidates: int | None = None
 
 
 @dataclass(frozen=True)

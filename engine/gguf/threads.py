@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 ENV_THREADS = "LOGITSCOPE_GGUF_THREADS"
@@ -50,17 +48,6 @@ def candidate_threads(cpus: int | None = None) -> tuple[int, ...]:
     at most 8. Two cores: (1, 2); eight: (4, 7, 8)."""
     n = cpus if cpus is not None else _usable_cpus()
     return tuple(sorted({max(1, min(8, n // 2)), max(1, min(8, n - 1)), max(1, min(8, n))}))
-
-
-def pick_fastest(choices: tuple[int, ...], decode_rate: Callable[[int], float], rounds: int = 2) -> int:
-    """The thread count whose decode is fastest, measured `rounds` times each, alternating (a
-    machine that gets busier or quieter weighs on every count alike); the median decides, a tie
-    goes to fewer threads (they leave the screen and the statistics thread more room)."""
-    rates: dict[int, list[float]] = {n: [] for n in choices}
-    for _ in range(rounds):
-        for n in choices:
-            rates[n].append(decode_rate(n))
-    return max(choices, key=lambda n: (statistics.median(rates[n]), -n))
 
 
 def threads_key(model_file: Path, cpus: int | None = None) -> str:

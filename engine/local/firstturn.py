@@ -15,6 +15,7 @@ leave it (`engine.local.warmup`). Measured after the change: the first turn as f
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Callable
 
 from engine.core.api import GenerateRequest, LoadProgress, Message, SamplingParams, TurnControl
@@ -38,8 +39,6 @@ def warm_first_turn(session: Any, after_load: Callable[[Callable[[], bool]], Non
     line = ""
     choices = session.runtime.thread_choices()
     if len(choices) > 1:
-        from engine.gguf.threads import pick_fastest
-
         report(LoadProgress(f"measuring {', '.join(map(str, choices))} threads", None))
         banned = tuple((int(i), -100.0) for i in session.tokenizer.eos_token_ids)  # a full run of tokens each time
         timed = SamplingParams(max_tokens=MEASURED_TOKENS, seed=0, logit_bias=banned)
@@ -77,3 +76,14 @@ def _short_turn(session: Any, params: SamplingParams) -> float:
 def _reset(session: Any) -> None:
     session.reset_cache()
     session.rebuilds = 0  # the warm-up's cache was never the user's
+
+
+def pick_fastest(choices: tuple[int, ...], decode_rate: Callable[[int], float], rounds: int = 2) -> int:
+    """The thread count whose decode is fastest, measured `rounds` times each, alternating (a
+    machine that gets busier or quieter weighs on every count alike); the median decides, a tie
+    goes to fewer threads (they leave the screen and the statistics thread more room)."""
+    rates: dict[int, list[float]] = {n: [] for n in choices}
+    for _ in range(rounds):
+        for n in choices:
+            rates[n].append(decode_rate(n))
+    return max(choices, key=lambda n: (statistics.median(rates[n]), -n))

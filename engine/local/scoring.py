@@ -5,7 +5,8 @@ plain text); the session's cache is cut back to what they share with it; positio
 statistics the session already holds (`Session.scores`, kept beside the cache and dropped with
 any position it drops) are taken as they are; from the first position without them, the ids are
 fed again in chunks (`engine.local.scorerows.rows_per_chunk`) with the logits of every row, and
-each row's statistics are computed in the same lazy graph and read back as a few numbers. So a
+each chunk's rows become a few numbers each in numpy, on a side thread while the next chunk's
+logits are computed (`engine.local.scorerows`); only those numbers are kept. So a
 history the cache holds (scored before) costs nothing, a new message costs its own prefill with
 the output head, and the cache afterwards holds the whole text for the next turn.
 
@@ -25,7 +26,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Sequence
 
 import mlx.core as mx
 import numpy as np
@@ -90,12 +92,17 @@ def run_score(session: Session, request: ScoreRequest, cancelled: threading.Even
     wanted = [m.token_ids if m.token_ids is not None else m.text for m in request.messages]
     spans = message_spans(wanted, ids, [session.pieces.token_bytes(i) for i in ids])
     messages = tuple(_message(number, start, end, tokens) for number, (start, end) in enumerate(spans))
-    chat = [t.logprob for m in messages for t in tokens[max(m.start, 1) - 1:m.end - 1]]
+    chat = [t.logprob for m in messages for t in _own(tokens, m.start, m.end)]
     return Scored(tuple(ids), tokens, messages, perplexity(chat), reused, time.perf_counter() - started)
 
 
+def _own(tokens: tuple[TokenEvent, ...], start: int, end: int) -> tuple[TokenEvent, ...]:
+    """The scored tokens of positions start..end-1 (``tokens[j]`` is position j + 1; 0 has none)."""
+    return tokens[max(start, 1) - 1:max(end - 1, 0)]
+
+
 def _message(number: int, start: int, end: int, tokens: tuple[TokenEvent, ...]) -> MessageScore:
-    own = [t.logprob for t in tokens[max(start, 1) - 1:max(end - 1, 0)]]
+    own = [t.logprob for t in _own(tokens, start, end)]
     return MessageScore(number, start, end, len(own), perplexity(own))
 
 
@@ -113,29 +120,64 @@ def ensure_scored(session: Session, ids: Sequence[int], candidates: int,
                   cancelled: threading.Event | None = None) -> int:
     """Make the session's cache hold `ids` with statistics for positions 1.. of them (at least
     `candidates` each); returns how many positions were already held."""
+    return feed_scored(session, ids, candidates, cancelled)[0]
+
+
+def feed_scored(session: Session, ids: Sequence[int], candidates: int,
+                cancelled: threading.Event | None = None, on_start: Callable[[int], None] = lambda _: None
+                ) -> tuple[int, int]:
+    """`ensure_scored`, also saying from which position the ids were fed again: (positions
+    whose statistics were held, the cache's length before feeding). Raises EngineError(CANCELLED)
+    when `cancelled` is set between chunks (what was fed stays cached and scored); `on_start` is
+    told that length first, so a caller knows it even then."""
     keep = session.keep_prefix(ids)
     first = next((p for p in range(1, keep) if not _has(session, p, candidates)), keep)
     if first >= len(ids):  # all held (a text of one token has nothing to score)
-        return max(len(ids) - 1, 0)
+        return max(len(ids) - 1, 0), len(ids)
     held = session.scores.get(first - 1)  # its id is fed again, the same: its statistics stay true
     start = session.keep_prefix(ids[:max(first - 1, 0)])  # the row before `first` is fed again
+    on_start(start)
     chunk = _chunk(session)
-    for begin in range(start, len(ids), chunk):
-        if cancelled is not None and cancelled.is_set():
-            raise EngineError(CANCELLED)
-        part = list(ids[begin:begin + chunk])
-        targets = list(ids[begin + 1:begin + 1 + len(part)])  # the last id of the text has none
-        logits = session.rows(part)
-        session.tokens.extend(part)
-        if begin == start and held is not None and start == first - 1:
-            session.scores[start] = held  # now that its id is in the cache again
-        for offset, stats in enumerate(row_stats(logits[:len(targets)], np.array(targets), candidates)):
+    pending: list[tuple[int, Future[list[RowStats]]]] = []
+    try:
+        for begin in range(start, len(ids), chunk):
+            if cancelled is not None and cancelled.is_set():
+                raise EngineError(CANCELLED)
+            part = list(ids[begin:begin + chunk])
+            targets = np.array(ids[begin + 1:begin + 1 + len(part)])  # the last id of the text has none
+            logits = session.rows(part)  # meanwhile the side thread computes the previous chunk's rows
+            session.tokens.extend(part)
+            if begin == start and held is not None and start == first - 1:
+                session.scores[start] = held  # now that its id is in the cache again
+            _keep_done(session, pending, candidates)
+            pending.append((begin, _side(session).submit(row_stats, logits[:len(targets)], targets, candidates)))
+    finally:
+        _keep_done(session, pending, candidates, wait=True)  # what was fed is scored, even on a cancel
+    return max(first - 1, 0), start
+
+
+def _side(session: Session) -> ThreadPoolExecutor:
+    """The session's statistics thread: a chunk's numpy statistics run there while the engine
+    thread computes the next chunk's logits (MLX and llama.cpp release the GIL while they compute,
+    numpy while it works on whole rows)."""
+    pool = getattr(session, "stats_pool", None)
+    if pool is None:
+        pool = session.stats_pool = ThreadPoolExecutor(1, thread_name_prefix="logitscope-scores")
+    return pool
+
+
+def _keep_done(session: Session, pending: list[tuple[int, Future[list[RowStats]]]], candidates: int,
+               wait: bool = False) -> None:
+    """Store the statistics of the finished chunks, in order (all of them with `wait`)."""
+    while pending and (wait or pending[0][1].done()):
+        begin, future = pending.pop(0)
+        for offset, stats in enumerate(future.result()):
             if math.isnan(stats.logprob) or math.isnan(stats.entropy):
+                pending.clear()
                 session.reset_cache()
                 raise EngineError("The model produced NaN logits while scoring: its weights may be damaged, "
                                   'or its dtype overflows (try compute_dtype = "float32").')
             session.scores[begin + 1 + offset] = (candidates, stats)
-    return max(first - 1, 0)
 
 
 def _events(session: Session, ids: Sequence[int], candidates: int) -> tuple[TokenEvent, ...]:

@@ -56,6 +56,7 @@ class Session:
         # position -> (candidates asked, its teacher-forced statistics) for cached positions that
         # were scored (`engine.local.scoring`); any change to `tokens` before a position drops it
         self.scores: dict[int, tuple[int, Any]] = {}
+        self.stats_pool: Any = None  # the scores' statistics thread, made on first use (`engine.local.scoring`)
         self.snapshots = CacheSnapshots()  # of the layers that cannot be trimmed, at turn boundaries
         self.rebuilds = 0  # how often a non-trimmable cache had to be thrown away (for tests, stats)
         self.disk: Any = None  # an `engine.local.kvdisk.DiskKVCache`: recent histories' caches on disk
@@ -228,6 +229,8 @@ class Session:
         self.tokens = []
         self.scores = {}
         self.snapshots.clear()
+        if self.stats_pool is not None:
+            self.stats_pool.shutdown(wait=False)
         mx.clear_cache()
 
 

@@ -122,6 +122,12 @@ def run_turn(
     with mx.stream(session.stream):
         session.snapshot()  # where this turn starts: an edit of its message rewinds here (SSM caches)
         before, last = session.split_prompt(suffix)
+        if request.score_candidates is not None:  # the prefill keeps every row's statistics
+            reused, scored = _scored_prefill(session, prompt, request.score_candidates, control, reused)
+            before, last = (), prompt[-1:]
+            if not scored:
+                session.check()
+                return loop.finished(prompt, reused, started, "cancelled", fed=len(session.tokens) - reused)
         if not session.prefill(before, control.cancelled.is_set):
             session.check()
             return loop.finished(prompt, reused, started, "cancelled", fed=len(session.tokens) - reused)
@@ -132,6 +138,26 @@ def run_turn(
         reason = loop.run(decoder, pending)
     session.check()
     return loop.finished(prompt, reused, started, reason)
+
+
+def _scored_prefill(session: Session, prompt: list[int], candidates: int, control: TurnControl,
+                    reused: int) -> tuple[int, bool]:
+    """Prefill all but the prompt's last id keeping each row's statistics (`engine.local.scoring`;
+    cached positions without them are read again, so `reused` may shrink); returns (reused,
+    finished without a cancel)."""
+    from engine.core.api import MAX_SCORE_CANDIDATES
+    from engine.local.scoring import CANCELLED, feed_scored
+
+    if not 0 <= candidates <= MAX_SCORE_CANDIDATES:
+        raise EngineError(f"A scoring turn lists 0 to {MAX_SCORE_CANDIDATES} candidates per token, got {candidates}.")
+    starts = [len(session.tokens)]
+    try:
+        feed_scored(session, prompt[:-1], candidates, control.cancelled, starts.append)
+    except EngineError as stopped:
+        if str(stopped) != CANCELLED:
+            raise
+        return min(reused, starts[-1]), False
+    return min(reused, starts[-1]), True
 
 
 def _check_fits(prompt_tokens: int, limit: int) -> None:
