@@ -333,3 +333,23 @@ async def test_a_score_in_flight_stops_before_the_next_turn_asks_the_engine(make
         await wait_until(pilot, started.is_set)
         await send(app, pilot, "again")
         assert seen == [True, True]
+
+
+async def test_a_turn_keeps_its_prompts_statistics_only_while_the_chat_is_scored(make_app: Any) -> None:
+    """While scoring is on, each turn asks its prefill to keep every prompt row's statistics
+    (GenerateRequest.score_candidates): the score after it reads only the reply again."""
+    from tui_helpers import palette_run
+
+    engine = ScriptedEngine()
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "one")
+        assert engine.requests[-1].score_candidates == app.chat_screen.scope.scores.candidates == 10
+        await palette_run(pilot, "Score the chat on/off")
+        await send(app, pilot, "two")
+        assert engine.requests[-1].score_candidates is None
+    engine = ScriptedEngine(scoring=False)
+    app = make_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "one")
+        assert engine.requests[-1].score_candidates is None

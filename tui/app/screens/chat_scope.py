@@ -91,6 +91,7 @@ class ScopeActions:
             self.scores.stop()
             return
         why = self.scores.why_not()
+        controller.score_candidates = self.scores.candidates if self.scores.enabled and not why else None
         if why:
             self._tell(f"{why} Your messages stay plain text: no probes, no perplexity.")
             if self.scores.request is not None:  # another model's scores: not this one's
@@ -108,6 +109,7 @@ class ScopeActions:
         """The palette's switch: off forgets every score (the messages are plain text again)."""
         scores = self.scores
         scores.enabled = not scores.enabled
+        self.screen.controller.score_candidates = None  # `rescore` sets it again when on
         if scores.enabled:
             self.rescore()
         else:
