@@ -309,6 +309,10 @@ class ChatScreen(FocusFollowsIntent, ConversationActions, PreviewActions, Search
     def action_probe_phrase(self) -> None:
         self.scope.probe()
 
+    def on_unmount(self) -> None:
+        """No score outlives the screen (the engine is closed after it; previews stop likewise)."""
+        self.scope.scores.stop()
+
     @on(msg.CandidateChosen)
     def _candidate_chosen(self, event: msg.CandidateChosen) -> None:
         cursor = self.query_one(Transcript).cursor or self._panel_cursor()
