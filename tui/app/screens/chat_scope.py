@@ -13,7 +13,7 @@ import asyncio
 import math
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from engine.core.api import MAX_SCORE_CANDIDATES, EngineError, ProbeResult
 from engine.core.forks import ENTROPY_LIMIT, ForkRule
@@ -26,7 +26,23 @@ from tui.app.widgets.transcript import Transcript
 from tui.app.widgets.render import percent
 
 if TYPE_CHECKING:
-    from tui.app.screens.chat import ChatScreen
+    from engine.core.settings import Config
+    from tui.app.controller import ChatController
+
+
+class ScopeHost(Protocol):
+    """What the helper needs of the chat screen (a Protocol: the two modules do not import each
+    other)."""
+
+    controller: "ChatController"
+    config: "Config"
+    app: Any
+    _keep_focus: bool
+
+    def query_one(self, selector: Any, expect_type: Any = None) -> Any: ...
+    def post_message(self, message: Any) -> bool: ...
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = True) -> None: ...
 
 ForkSetting = Literal["entropy", "margin"]
 
@@ -64,7 +80,7 @@ def probe_text(result: ProbeResult, short: bool = False) -> str:
 class ScopeActions:
     """What the screen delegates about inspecting text beyond a reply's candidates."""
 
-    def __init__(self, screen: ChatScreen, forks: ForkRule) -> None:
+    def __init__(self, screen: ScopeHost, forks: ForkRule) -> None:
         self.screen = screen
         self.forks = forks
         controller = screen.controller

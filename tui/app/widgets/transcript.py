@@ -33,6 +33,7 @@ from tui.app.widgets.render import HeatPalette
 from tui.app.scores import ChatScores
 from tui.app.widgets.token_jumps import find_token
 from tui.app.widgets.transcript_window import window_for, BATCH, earlier_text, plan
+from tui.app.widgets.token_click import TokenClicked
 
 
 class EarlierMessages(Static):
@@ -351,7 +352,7 @@ class Transcript(VerticalScroll, can_focus=True):
         """Every message with tokens on the path shown, mounted or not (the cursor can go to any)."""
         return [n for n in self._path if self.tokens_of(n)]
 
-    def on_assistant_view_token_clicked(self, event: AssistantView.TokenClicked) -> None:
+    def on_token_clicked(self, event: TokenClicked) -> None:
         self.focus()
         self._select(event.view, event.index, scroll=False)
 
