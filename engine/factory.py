@@ -46,7 +46,8 @@ def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> Engin
     return local_engine(config.model, threads=choice.gguf_threads, disk_cache=choice.disk_cache)
 
 
-def local_engine(model: ModelConfig = ModelConfig(), *, threads: int | None = None, disk_cache: bool = False) -> EngineAPI:
+def local_engine(model: ModelConfig = ModelConfig(), *, threads: int | None = None, disk_cache: bool = False,
+                 warm_on_load: bool = True) -> EngineAPI:
     """The engine for models on this machine, whatever the first one is: MLX folders, hub repos
     and the demo through mlx-lm, ``.gguf`` files through llama.cpp, on one engine thread, so the
     model picker can switch from the demo to a GGUF file and back in one session (a GGUF file
@@ -60,7 +61,7 @@ def local_engine(model: ModelConfig = ModelConfig(), *, threads: int | None = No
     chosen = model.gguf_threads if threads is None else threads
     return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
                   fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir() if disk_cache else "",
-                  loaders=(GgufLoader(chosen or env_threads()),))
+                  loaders=(GgufLoader(chosen or env_threads()),), warm_on_load=warm_on_load)
 
 
 def speed_layer(fast_blas: bool, fast_layers: bool) -> Any:

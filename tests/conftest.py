@@ -69,8 +69,10 @@ def gemma3_gguf() -> Path:
 
 @pytest.fixture
 async def engine() -> AsyncIterator[Engine]:
-    """A real engine, closed (thread joined) after the test."""
-    eng = Engine()
+    """A real engine, closed (thread joined) after the test. It does not warm up inside its load
+    (#31.4, tests/test_first_turn.py tests that): the engine tests count what a cold cache is fed
+    and reuses, from the first turn on."""
+    eng = Engine(warm_on_load=False)
     yield eng
     await eng.close()
 

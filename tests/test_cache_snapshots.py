@@ -22,15 +22,6 @@ from engine.core.api import Message, TurnFinished
 from engine.local.client import Engine
 from engine.local.snapshots import SNAPSHOTS
 
-
-@pytest.fixture
-async def engine() -> AsyncIterator[Engine]:
-    """A real engine that does not warm up inside its load (#31.4): these tests count what a cold
-    cache is fed and reuses, from the first turn on."""
-    eng = Engine(warm_on_load=False)
-    yield eng
-    await eng.close()
-
 HISTORY_WORDS = "the cat sat on the mat and then it was happy the dog ran far away once upon a time".split()
 
 

@@ -19,15 +19,6 @@ from engine.local.prompt import common_prefix_len
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[Engine]:
-    """A real engine that does not warm up inside its load (#31.4): these tests count what a cold
-    cache is fed and reuses, from the first turn on."""
-    eng = Engine(warm_on_load=False)
-    yield eng
-    await eng.close()
-
-
-@pytest.fixture
 def fed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts of ids fed to the model's cache, one entry per forward call (engine thread only; a
     call without a cache, like the shape probe of `engine.local.lastrow` at load, feeds nothing)."""

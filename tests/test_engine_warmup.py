@@ -15,15 +15,6 @@ from engine.core.api import Message
 from engine.local.client import Engine
 from engine.local.warmup import WARM_CHUNK
 
-
-@pytest.fixture
-async def engine() -> AsyncIterator[Engine]:
-    """A real engine that does not warm up inside its load (#31.4): these tests count what a cold
-    cache is fed and reuses, from the first turn on."""
-    eng = Engine(warm_on_load=False)
-    yield eng
-    await eng.close()
-
 HELLO = [Message("system", "be kind"), Message("user", "hello the cat")]
 LONG_TEXT = " ".join(["the cat sat on the mat and the dog ran far away"] * 30)
 

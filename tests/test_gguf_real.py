@@ -51,7 +51,7 @@ async def _engine(path: Path) -> Any:
     from engine.core.settings.sections import ModelConfig
     from engine.factory import local_engine
 
-    engine = local_engine(ModelConfig(max_context=2048), threads=1)
+    engine = local_engine(ModelConfig(max_context=2048), threads=1, warm_on_load=False)  # counts from a cold cache
     await engine.load(str(path))
     return engine
 

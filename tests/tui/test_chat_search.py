@@ -62,3 +62,18 @@ async def test_an_empty_search_gives_n_back_to_unlikely_tokens(make_app: AppFact
         assert not app.screen.query_one(Transcript).searching
         app.screen.query_one(Transcript).focus()
         await wait_until(pilot, lambda: " n Unlikely " in app.screen.query_one(KeyBar).render().plain)
+
+
+async def test_a_match_in_the_users_scored_text_selects_its_token(make_app: AppFactory) -> None:
+    """Before (#33.1): a match in the user's message only scrolled to it, though its tokens can
+    now be inspected like a reply's."""
+    app = make_app(ScriptedEngine([["Alpha", " one"]]))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "the cat sat")
+        user = app.controller.conversation.path()[0]
+        from tui.app.widgets.user_view import UserView
+
+        await wait_until(pilot, lambda: bool(app.screen.query_one(UserView).tokens))
+        await pilot.press("escape")
+        await _search(app, pilot, "sat")
+        await wait_until(pilot, lambda: app.screen.query_one(Transcript).cursor == (user, 2))

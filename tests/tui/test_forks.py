@@ -2,9 +2,10 @@
 counts them, the candidates panel marks one, and the thresholds are set in config.toml, from the
 palette, and kept by "Save settings".
 
-The demo script's first reply has three forks by the default rule (entropy above 1 nat or the
+The demo script's first reply has three forks by the rule `LOOSE` (entropy above 1 nat or the
 top two within 10 points): "Hello" (entropy 1.10), " scripted" (1.39) and " branches" (its top
-two 0.34 / 0.33, 1 point apart); every other token is 0.9 likely (entropy 0.33)."""
+two 0.34 / 0.33, 1 point apart); every other token is 0.9 likely (entropy 0.33). By the default
+rule (2 nats, 5 points) only " branches" is one."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tui.app.widgets.previews import PreviewsPanel
 from tui.app.widgets.transcript import Transcript
 
 HELLO, SCRIPTED, BRANCHES = 0, 5, 18  # the forks' indices in the first reply
+LOOSE = "[ui]\nfork_entropy = 1.0\nfork_margin = 0.1\n"
 
 
 def cursor(app: Any) -> int | None:
@@ -38,7 +40,7 @@ def header(app: Any) -> str:
 
 
 async def test_f_and_shift_f_step_through_the_forks(make_app: Any) -> None:
-    app = make_app()
+    app = make_app(config_text=LOOSE)
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         await pilot.press("escape", "f")  # nothing selected: from the chat's first token
@@ -70,7 +72,7 @@ async def test_the_key_bar_and_help_name_the_fork_keys(make_app: Any) -> None:
 
 
 async def test_f_goes_on_into_the_next_reply(make_app: Any) -> None:
-    app = make_app()
+    app = make_app(config_text=LOOSE)
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         await send(app, pilot, "more")  # " list": 0.45 / 0.3 / rest 0.25, entropy 1.07
@@ -81,7 +83,7 @@ async def test_f_goes_on_into_the_next_reply(make_app: Any) -> None:
 
 
 async def test_the_header_counts_the_forks_and_the_panel_marks_one(make_app: Any) -> None:
-    app = make_app()
+    app = make_app(config_text=LOOSE)
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         assert "20 tok · 3 forks" in header(app)
@@ -93,6 +95,15 @@ async def test_the_header_counts_the_forks_and_the_panel_marks_one(make_app: Any
         await wait_until(pilot, lambda: cursor(app) == 1)
         summary = app.screen.query_one(CandidatesPanel).render()
         assert "fork" not in str(summary.renderables[0])  # type: ignore[attr-defined]
+
+
+async def test_by_default_only_a_near_tie_or_a_wide_spread_is_a_fork(make_app: Any) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "hi")
+        assert "20 tok · 1 fork" in header(app)
+        await pilot.press("escape", "f")
+        await wait_until(pilot, lambda: cursor(app) == BRANCHES)
 
 
 async def test_thresholds_from_config_and_zero_switches_a_test_off(make_app: Any) -> None:
@@ -113,7 +124,7 @@ async def test_a_bad_threshold_in_config_is_one_line_and_the_default_stays(make_
 
 
 async def test_the_palette_sets_a_threshold_refusing_a_bad_one(make_app: Any) -> None:
-    app = make_app()
+    app = make_app(config_text=LOOSE)
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         await palette_run(pilot, "Set fork entropy")
@@ -143,7 +154,7 @@ async def test_save_settings_keeps_the_fork_thresholds(make_app: Any, config_pat
 
 async def test_a_fork_reached_by_f_gets_its_what_if_previews(make_app: Any) -> None:
     engine = ScriptedEngine()
-    app = make_app(engine, config_text="[preview]\ndelay_ms = 30\n")
+    app = make_app(engine, config_text=LOOSE + "[preview]\ndelay_ms = 30\n")
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "hi")
         await pilot.press("escape", "f", "f")

@@ -26,6 +26,11 @@ def _fixed_seed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tui.app.controller.draw_seed", lambda: 1234)
 
 
+# The what-if previews are asked once the cursor rests: with the default 300 ms the picture had
+# them or not depending on how busy the machine was. Asked later than any picture is taken.
+NO_PREVIEWS_YET = "[preview]\ndelay_ms = 10000\n"
+
+
 async def _chat(pilot: Any) -> None:
     # A blinking caret would make the picture depend on when it is taken.
     pilot.app.screen.query_one(ChatInput).cursor_blink = False
@@ -56,7 +61,7 @@ def test_inspecting_a_token_with_heatmap(snap_compare: Any, make_app: Any) -> No
         await pilot.press("f3", "escape", "right", "home", "n")
         await pilot.pause()
 
-    assert snap_compare(make_app(), terminal_size=SIZE, run_before=inspect)
+    assert snap_compare(make_app(config_text=NO_PREVIEWS_YET), terminal_size=SIZE, run_before=inspect)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (100, 30), (60, 20), (160, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
@@ -71,7 +76,7 @@ def test_inspecting_at_any_size(snap_compare: Any, make_app: Any, size: tuple[in
         await pilot.press("f3", "escape", "right", "home", "n")
         await pilot.pause()
 
-    assert snap_compare(make_app(), terminal_size=size, run_before=inspect)
+    assert snap_compare(make_app(config_text=NO_PREVIEWS_YET), terminal_size=size, run_before=inspect)
 
 
 def test_help_screen(snap_compare: Any, make_app: Any) -> None:

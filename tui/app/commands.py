@@ -52,6 +52,9 @@ class LogitscopeCommands(Provider):
                     "template renders them (dropped where it drops them: less context, the last reply re-read)"))
         out.append(("Previews on/off", chat.preview_actions.toggle,
                     "Turn the what-if previews under the candidates off, or on again"))
+        out.append(("Score the chat on/off", chat.scope.toggle_scoring,
+                    "Read the chat back: your messages' tokens (what the model would have said there) and "
+                    "each message's perplexity; off asks the engine nothing"))
         if chat.scope.can_probe():
             out.append(("Probe a phrase at the cursor…", chat.scope.probe,
                         "Type a word or phrase: its probability in place of the selected token, and its "

@@ -67,6 +67,12 @@ class ChatController:
         self._left_out = 0  # oldest messages the last turn left out to fit the context
         self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
         self.past_thinking: bool | None = None  # drop earlier replies' thinking (None: as the template does)
+        # Called as a turn starts, before the engine is asked anything for it: optional work on
+        # the engine (a score of the chat, #33) stops, so it never delays the turn's first token.
+        self.before_turn: list[Callable[[], None]] = []
+        # Set while the chat is scored (#33): a turn's prefill keeps every prompt row's statistics
+        # with this many candidates, so the score after it reads only the reply again.
+        self.score_candidates: int | None = None
 
     @property
     def conversation(self) -> Conversation:
@@ -307,7 +313,7 @@ class ChatController:
         self.conversation.changed()
         prefix = Message("assistant", "".join(t.text for t in tokens), tuple(t.id for t in tokens), old.thinking)
         request = GenerateRequest(self.history(upto=node) + (prefix,),
-                                  params, True)
+                                  params, True, score_candidates=self.score_candidates)
         self._start(node, version, request)
         return None
 
@@ -334,6 +340,8 @@ class ChatController:
         """Start a turn: fit `messages` into the context first, and only then `commit` (add the
         new messages to the conversation; it returns the node the reply goes to) and stream."""
         self._streaming, self._stop_asked = None, False
+        for hook in self.before_turn:  # e.g. a score of the chat in flight: the turn goes first
+            hook()
         self._task = asyncio.create_task(self._fit_and_answer(messages, commit, text))
         return True
 
@@ -356,7 +364,8 @@ class ChatController:
                                            thinking=self.thinking, thinking_opened=self._opens_thinking()))
         self.conversation.changed()
         self._streaming, self._left_out = node, fitted.dropped
-        request = GenerateRequest(fitted.messages, params, thinking=self.thinking)
+        request = GenerateRequest(fitted.messages, params, thinking=self.thinking,
+                                  score_candidates=self.score_candidates)
         events = self.engine.generate(request)  # asked first: see `_start`
         self._post(msg.GenerationStarted(node, fitted.dropped, fitted.prompt_tokens))
         await self._run(node, version, events)

@@ -23,7 +23,6 @@ from engine.core.chat.export import (
     default_title,
     markdown,
     message_text,
-    token_text,
 )
 from tui.app.controller import ChatController
 from tui.app.library_sync import LibrarySync
@@ -84,7 +83,8 @@ class LibraryActions:
         return self.app.chat_screen.query_one(Transcript).cursor
 
     def copy_token(self) -> None:
-        text = token_text(self._cursor())
+        token = self.app.chat_screen.query_one(Transcript).cursor_token  # a reply's, or the user's scored text's
+        text = token.text if token is not None else None
         if text is None:
             self.app.notify("Select a token first (Esc, then the arrows).")
             return

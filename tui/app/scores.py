@@ -90,11 +90,16 @@ class ChatScores:
         `context` (model, system prompt, past thinking) forgets every earlier result."""
         if context != self._context:
             self._context = context
-            self.forget()
+            if self.request is not None:  # what is shown was read under the old context: it goes now
+                self.forget()
+                self._post(ScoresChanged())
         self.stop()
         if not self.enabled or not messages or self.why_not():
             return
-        request = ScoreRequest(tuple(messages), candidates=self.candidates)
+        # A chat that ends with a reply is read as that reply continued (its own tokens, no
+        # turn's end after them): the engine renders no generation prompt after a reply.
+        request = ScoreRequest(tuple(messages), candidates=self.candidates,
+                               continue_last=messages[-1].role == "assistant")
         if request == self.request:
             return  # scored already
         self._timer = asyncio.get_running_loop().call_later(DELAY_S, self._start, request, tuple(nodes))
@@ -129,6 +134,7 @@ class ChatScores:
 
     def _keep(self, request: ScoreRequest, nodes: tuple[Node, ...], scored: Scored) -> None:
         self.request, self.perplexity = request, scored.perplexity
+        self._by_version.clear()  # the path shown now: other branches' are read again when shown
         for span, node in zip(scored.messages, nodes):
             own = scored.tokens[max(span.start - 1, 0):max(span.end - 1, 0)]
             length = span.end - span.start

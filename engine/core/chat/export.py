@@ -1,4 +1,4 @@
-"""The chat as text to take elsewhere: a token or a message for the clipboard, the visible
+"""The chat as text to take elsewhere: a message for the clipboard, the visible
 branch as Markdown, everything as JSON (the README's exchange format). Textual-free: the app's
 copy and export commands and `logitscope export` share it."""
 
@@ -12,15 +12,6 @@ from engine.core.chat.fileformat import conversation_to_dict
 from engine.core.text import title_line
 
 Cursor = tuple[Node, int] | None
-
-
-def token_text(cursor: Cursor) -> str | None:
-    """The selected token's text (None when no token is selected)."""
-    if cursor is None:
-        return None
-    node, index = cursor
-    tokens = node.version.tokens or []
-    return tokens[index].text if 0 <= index < len(tokens) else None
 
 
 def message_text(conversation: Conversation, cursor: Cursor) -> str | None:

@@ -52,6 +52,10 @@ class UIConfig:
     # `fork_margin`. 0 switches that test off (`engine.core.forks`).
     fork_entropy: float = DEFAULT_ENTROPY
     fork_margin: float = DEFAULT_MARGIN
+    # Read the chat back once it rests (#33): your messages' tokens with what the model would
+    # have said there, each message's perplexity. Costs the engine a pass over what it has not
+    # read yet; off: nothing is asked (the palette's "Score the chat on/off" switches it).
+    score_chat: bool = True
     show_candidates: bool = True  # the candidates panel beside the chat
     show_params: bool = True  # the parameters panel
 

@@ -115,7 +115,9 @@ class ChatScreen(Screen[None]):
         chat_input.focus()
 
     def on_unmount(self) -> None:
-        self.previews.stop()  # no preview task outlives the screen (the engine is closed after it)
+        """No preview task and no score outlive the screen (the engine is closed after it)."""
+        self.previews.stop()
+        self.scope.scores.stop()
 
     def on_screen_resume(self) -> None:
         self.focus_rules.screen_resumed()

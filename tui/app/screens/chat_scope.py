@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from engine.core.api import MAX_SCORE_CANDIDATES, EngineError, ProbeResult
 from engine.core.forks import ENTROPY_LIMIT, ForkRule
@@ -25,16 +26,32 @@ from tui.app.widgets.transcript import Transcript
 from tui.app.widgets.render import percent
 
 if TYPE_CHECKING:
-    from tui.app.screens.chat import ChatScreen
+    from engine.core.settings import Config
+    from tui.app.controller import ChatController
+    from tui.app.screens.chat_focus import FocusFollowsIntent
+
+
+class ScopeHost(Protocol):
+    """What the helper needs of the chat screen (a Protocol: the two modules do not import each
+    other)."""
+
+    controller: "ChatController"
+    config: "Config"
+    app: Any
+    focus_rules: "FocusFollowsIntent"  # a dialog that places the focus itself says so there
+
+    def query_one(self, selector: Any, expect_type: Any = None) -> Any: ...
+    def post_message(self, message: Any) -> bool: ...
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = True) -> None: ...
 
 ForkSetting = Literal["entropy", "margin"]
 
 _FORK_DIALOG: dict[ForkSetting, tuple[str, float, str]] = {
-    "entropy": ("Fork: entropy above (nats)", ENTROPY_LIMIT,
-                "a token is a fork when its entropy is above this; 0 = not by entropy"),
+    # the hints fit the dialog at 80 columns (a longer one is cut)
+    "entropy": ("Fork: entropy above (nats)", ENTROPY_LIMIT, "a token above this is a fork; 0: not by entropy"),
     "margin": ("Fork: top two closer than (probability)", 1.0,
-               "a token is a fork when its top two raw probabilities are closer than this "
-               "(0.1 = 10 points); 0 = not by margin"),
+               "0.05: top two within 5 points is a fork; 0: off"),
 }
 
 
@@ -50,10 +67,13 @@ def parse_fork_value(setting: ForkSetting, text: str) -> float | str:
     return value
 
 
-def probe_text(result: ProbeResult) -> str:
-    """One line: the phrase, its probability there, its first token's rank (and its tokens)."""
+def probe_text(result: ProbeResult, short: bool = False) -> str:
+    """One line: the phrase, its probability there, its first token's rank (and its tokens);
+    `short`: as the candidates panel's one row says it."""
     p = math.exp(result.logprob)
     shown = percent(p, precise=True) if p >= 1e-4 else f"{p:.1e}"
+    if short:
+        return f"{printable(result.phrase)!r} {shown} · rank {result.first_rank}"
     tokens = f" ({len(result.ids)} tokens)" if len(result.ids) > 1 else ""
     return f"{printable(result.phrase)!r}: p {shown}{tokens}, first token rank {result.first_rank}"
 
@@ -61,12 +81,13 @@ def probe_text(result: ProbeResult) -> str:
 class ScopeActions:
     """What the screen delegates about inspecting text beyond a reply's candidates."""
 
-    def __init__(self, screen: ChatScreen, forks: ForkRule) -> None:
+    def __init__(self, screen: ScopeHost, forks: ForkRule) -> None:
         self.screen = screen
         self.forks = forks
         controller = screen.controller
-        self.scores = ChatScores(controller.engine, screen.post_message,
+        self.scores = ChatScores(controller.engine, screen.post_message, screen.config.ui.score_chat,
                                  candidates=max(1, min(controller.params.candidates, MAX_SCORE_CANDIDATES)))
+        controller.before_turn.append(self.scores.stop)  # a score in flight gives way to a turn at once
         self._told: set[str] = set()  # reasons already said (once each)
         self._probe: asyncio.Task[None] | None = None
 
@@ -87,8 +108,12 @@ class ScopeActions:
             self.scores.stop()
             return
         why = self.scores.why_not()
+        controller.score_candidates = self.scores.candidates if self.scores.enabled and not why else None
         if why:
             self._tell(f"{why} Your messages stay plain text: no probes, no perplexity.")
+            if self.scores.request is not None:  # another model's scores: not this one's
+                self.scores.forget()
+                self._show_scores()
             return
         messages = controller.history()
         nodes = self.screen.query_one(Transcript).path_nodes()
@@ -97,16 +122,34 @@ class ScopeActions:
         context = (controller.model_folder, controller.conversation.system_prompt, controller.drops_past_thinking)
         self.scores.ask(messages, nodes, context)
 
+    def toggle_scoring(self) -> None:
+        """The palette's switch: off forgets every score (the messages are plain text again)."""
+        scores = self.scores
+        scores.enabled = not scores.enabled
+        self.screen.controller.score_candidates = None  # `rescore` sets it again when on
+        if scores.enabled:
+            self.rescore()
+        else:
+            scores.forget()
+            self._show_scores()
+        self.screen.notify("Scoring the chat on." if scores.enabled else "Scoring the chat off.", timeout=3)
+
     def scores_changed(self, event: ScoresChanged) -> None:
         if event.problem:
             self._tell(f"Not scored: {event.problem}")
             return
+        self._show_scores()
+
+    def _show_scores(self) -> None:
         self.screen.query_one(Transcript).scores_changed()
         self.screen.query_one(StatusBar).perplexity = self.scores.perplexity
 
     def _tell(self, line: str) -> None:
-        if line not in self._told:
-            self._told.add(line)
+        """Say `line` once: again only for another reason (its numbers aside: a chat too long for
+        the context is said once, not at each turn as it grows)."""
+        reason = re.sub(r"\d+", "#", line)
+        if reason not in self._told:
+            self._told.add(reason)
             self.screen.notify(line, severity="warning", timeout=8, markup=False)
 
     # --- probes
@@ -137,7 +180,7 @@ class ScopeActions:
         self.screen.focus_rules.keep_focus = True  # back on the transcript, as after a search: inspecting goes on
         self.screen.app.push_screen(ValueDialog(
             f"Probe in place of token #{index}", "", validate,
-            "its probability there (the product over its tokens) and its first token's rank"), done)
+            "its probability in this place, and its first token's rank"), done)
 
     async def _run_probe(self, node: object, index: int, phrase: str) -> None:
         from engine.core.chat.conversation import Node
@@ -148,11 +191,10 @@ class ScopeActions:
         except EngineError as exc:
             self.screen.notify(str(exc), title="No probe", severity="warning", markup=False)
             return
-        line = probe_text(result)
         panel = self.screen.query_one(CandidatesPanel)
         if self.screen.query_one(Transcript).cursor == (node, index):
-            panel.probe = line
-        self.screen.notify(line, title="Probe", timeout=10, markup=False)
+            panel.probe = probe_text(result, short=True)
+        self.screen.notify(probe_text(result), title="Probe", timeout=10, markup=False)
 
     # --- forks
 
@@ -179,4 +221,4 @@ class ScopeActions:
 
     def ui_settings(self) -> dict[str, float]:
         """What "Save settings" writes to [ui] for this helper."""
-        return {"fork_entropy": self.forks.entropy, "fork_margin": self.forks.margin}
+        return {"fork_entropy": self.forks.entropy, "fork_margin": self.forks.margin, "score_chat": self.scores.enabled}

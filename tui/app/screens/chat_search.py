@@ -112,9 +112,9 @@ class SearchActions:
         transcript = self.screen.query_one(Transcript)
         transcript.show(controller.conversation)
         controller.prepare()  # the branch now shown is the one the next reply continues
-        view = transcript.view_of(match.node)
-        if view is not None and view.tokens:
-            transcript.select_token(match.node, _token_at(view.tokens, match.start))
+        tokens = transcript.tokens_of(match.node)  # a reply's, or the user's scored text's (#33.1)
+        if tokens:
+            transcript.select_token(match.node, _token_at(tokens, match.start))
         else:
             transcript.clear()
             for user in transcript.query(UserView):

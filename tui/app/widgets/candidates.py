@@ -79,7 +79,8 @@ class CandidatesPanel(Widget, can_focus=True):
         if self.stages:
             return self._stages(token)
         spacer = [Text("")] if self.size.height >= self._summary_rows() + 2 + len(token.candidates) else []
-        return Group(self._summary(token), *spacer, self._table(token))
+        probe = [Text(f"probe {self.probe}", style="italic", no_wrap=True, overflow="ellipsis")] if self.probe else []
+        return Group(self._summary(token), *probe, *spacer, self._table(token))
 
     def _stages(self, token: TokenEvent) -> RenderableType:
         """The stage view of `token`: a head line, then the table or the one line saying why not."""
@@ -131,8 +132,6 @@ class CandidatesPanel(Widget, can_focus=True):
             text.append("  fork", style="bold")
         if self.streaming:
             text.append("  (newest)", style="italic dim")
-        if self.probe:
-            text.append(f"\nprobe {self.probe}", style="italic")
         return text
 
     def _number(self, p: float, logprob: float) -> str:

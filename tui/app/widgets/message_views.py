@@ -13,14 +13,12 @@ in a 5,000-token reply without a newline.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.events import Click
-from textual.message import Message
 from textual.widgets import Static
 
 from engine.core.api import TokenEvent
@@ -33,6 +31,7 @@ from tui.app.widgets.markdown_marks import Mark, markdown_marks
 from tui.app.widgets.render import HeatPalette, mark_style, token_display
 from tui.app.widgets.thinking_fold import ThinkingBlock, thinking_block
 from tui.app.widgets.token_chunk import TokenChunk
+from tui.app.widgets.token_click import TokenClicked
 from tui.app.widgets.user_view import UserView, perplexity_text
 
 __all__ = ["AssistantView", "UserView", "Welcome", "welcome_text", "fit_parts"]
@@ -85,12 +84,7 @@ class AssistantView(Vertical):
     AssistantView.-inspect { border-left: thick $secondary; }
     """
 
-    @dataclass(eq=False)
-    class TokenClicked(Message):
-        """The user clicked token `index` of `view`'s reply."""
-
-        view: "AssistantView | UserView"  # a scored user message's token too (#33.1)
-        index: int
+    TokenClicked = TokenClicked  # a scored user message posts it too (#33.1)
 
     def __init__(self, node: Node) -> None:
         super().__init__()

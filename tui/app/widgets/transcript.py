@@ -33,6 +33,7 @@ from tui.app.widgets.render import HeatPalette
 from tui.app.scores import ChatScores
 from tui.app.widgets.token_jumps import find_token
 from tui.app.widgets.transcript_window import window_for, BATCH, earlier_text, plan
+from tui.app.widgets.token_click import TokenClicked
 
 
 class EarlierMessages(Static):
@@ -281,6 +282,13 @@ class Transcript(VerticalScroll, can_focus=True):
             return None
         return self.selected.node, self.selected.cursor
 
+    @property
+    def cursor_token(self) -> TokenEvent | None:
+        """The token under the cursor: a reply's, or a read message's scored one."""
+        cursor = self.cursor
+        tokens = self.tokens_of(cursor[0]) if cursor is not None else []
+        return tokens[cursor[1]] if cursor is not None and cursor[1] < len(tokens) else None
+
     def _select(self, view: AssistantView | UserView | None, index: int | None, scroll: bool = True) -> None:
         """Move the cursor; a cursor that scrolls releases the view's anchor, and leaving the
         cursor restores it: the view follows the newest message whenever the cursor is not in use."""
@@ -344,7 +352,7 @@ class Transcript(VerticalScroll, can_focus=True):
         """Every message with tokens on the path shown, mounted or not (the cursor can go to any)."""
         return [n for n in self._path if self.tokens_of(n)]
 
-    def on_assistant_view_token_clicked(self, event: AssistantView.TokenClicked) -> None:
+    def on_token_clicked(self, event: TokenClicked) -> None:
         self.focus()
         self._select(event.view, event.index, scroll=False)
 
@@ -460,11 +468,7 @@ class Transcript(VerticalScroll, can_focus=True):
     def reselect(self) -> None:
         """Post the current selection again (the shown version changed under the cursor)."""
         cursor = self.cursor
-        if cursor is None:
-            self.post_message(TokenSelected(None, None))
-            return
-        tokens = self.tokens_of(cursor[0])
-        self.post_message(TokenSelected(*cursor, tokens[cursor[1]] if cursor[1] < len(tokens) else None))
+        self.post_message(TokenSelected(*cursor, self.cursor_token) if cursor else TokenSelected(None, None))
 
     def _last_multi(self) -> Node | None:
         return next((n for n in reversed(self.conversation.path()) if len(n.versions) > 1), None)

@@ -21,6 +21,7 @@ from tui.app.safe_text import printable
 from tui.app.scores import MessageTokens
 from tui.app.widgets.render import HeatPalette
 from tui.app.widgets.token_chunk import TokenChunk
+from tui.app.widgets.token_click import TokenClicked
 
 
 def perplexity_text(value: float | None) -> str:
@@ -133,9 +134,7 @@ class UserView(Vertical):
         return None
 
     def on_click(self, event: Click) -> None:
-        from tui.app.widgets.message_views import AssistantView
-
         index = event.style.meta.get("token") if event.style else None
         if isinstance(index, int) and self.tokens:
             event.stop()
-            self.post_message(AssistantView.TokenClicked(self, index))  # type: ignore[arg-type]
+            self.post_message(TokenClicked(self, index))
