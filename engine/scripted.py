@@ -118,6 +118,10 @@ class _Vocab:
             self.texts.append(text)
         return self.ids[text]
 
+    def text_of(self, token_id: int) -> str:
+        """The text of an id (one this double never made, e.g. a replayed real reply's: "<id>")."""
+        return self.texts[token_id] if 0 <= token_id < len(self.texts) else f"<{token_id}>"
+
     def encode(self, text: str) -> list[int]:
         """A crude word-level tokenization, enough to make prefix reuse observable."""
         return [self.id_of(word) for word in text.replace("\n", " \n ").split(" ") if word]
@@ -344,7 +348,7 @@ class ScriptedEngine:
             raise ContextLimitError(f"The text is {len(ids)} tokens but the context limit is {self.context_limit}.")
         reused = self._reuse(ids)
         self._cache = list(ids)
-        tokens = tuple(self._scored_event(position, self._vocab.texts[ids[position]], request.candidates)
+        tokens = tuple(self._scored_event(position, self._vocab.text_of(ids[position]), request.candidates)
                        for position in range(1, len(ids)))
         messages = tuple(self._message_score(number, start, end, tokens) for number, (start, end) in enumerate(spans))
         chat = [t.logprob for m in messages for t in tokens[max(m.start - 1, 0):max(m.end - 1, 0)]]
@@ -363,7 +367,7 @@ class ScriptedEngine:
         results = []
         for phrase in request.phrases:
             words = self._vocab.encode(phrase) or [self._vocab.id_of(phrase)]
-            events = [self._scored_event(n, self._vocab.texts[word], 0) for n, word in enumerate(words)]
+            events = [self._scored_event(n, self._vocab.text_of(word), 0) for n, word in enumerate(words)]
             logprobs = tuple(event.logprob for event in events)
             results.append(ProbeResult(phrase, tuple(words), tuple(e.piece for e in events), logprobs,
                                        math.fsum(logprobs), events[0].rank or 1))

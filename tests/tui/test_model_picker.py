@@ -189,7 +189,7 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
     """One engine for MLX folders and GGUF files (the local engine with the GGUF loader), whatever
     the first model is."""
     import engine.local.client
-    from engine.gguf import GgufLoader, default_threads
+    from engine.gguf import GgufLoader, env_threads
 
     built: list[dict[str, object]] = []
     ran: list[bool | None] = []
@@ -210,7 +210,8 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
                       "trust_remote_code = true\nfast_layers = false\n", encoding="utf-8")
     assert cli.main(["--config", str(config)]) == 0
     assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16", "fast_layers": False,
-                      "kv_cache_dir": "", "threads": [default_threads()]}]  # the suite turns the disk KV cache off (conftest)
+                      "kv_cache_dir": "", "warm_on_load": True,  # the suite turns the disk KV cache off (conftest)
+                      "threads": [env_threads()]}]  # 0 unless the environment sets it: measured at the load (#31.1)
     assert ran == [True]
 
 

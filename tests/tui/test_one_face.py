@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from byte_replies import byte_reply
-from tui_helpers import screen_text, send, wait_idle, store_chat, wait_until
+from tui_helpers import screen_text, send, wait_idle, store_chat, wait_until, wait_scored
 
 from engine.core.api import EngineEvent, GenerateRequest, SamplingParams, TokenEvent, TurnFinished
 from engine.scripted import ScriptedEngine, ScriptedToken
@@ -65,6 +65,7 @@ async def test_the_cursor_entering_a_reply_changes_colours_not_layout(make_app: 
     app = make_app(ScriptedEngine([[ScriptedToken(t, 0.5, (("x", 0.2),)) for t in MARKDOWN]]))
     async with app.run_test(size=size) as pilot:
         await send(app, pilot, "hi")
+        await wait_scored(app, pilot)  # the header's perplexity is in before the picture is taken
         before = _reply_lines(app)
         shown = "\n".join(before)
         assert "# Title" in shown and "**bold**" in shown and "- one" in shown and "```python" in shown
@@ -108,6 +109,7 @@ async def test_byte_tokens_read_the_same_in_the_reply_and_the_panel(make_app: An
     app = make_app(_Replay(events, done))
     async with app.run_test(size=(100, 40)) as pilot:
         await send(app, pilot, "hi")
+        await wait_scored(app, pilot)
         before = _reply_lines(app)
         assert before[1].strip(" ▌▊█") == done.text  # the whole character, the bytes as the panel writes them
         for event, (lines, panel) in zip(events, await _walk(app, pilot, len(events))):

@@ -67,6 +67,13 @@ async def send(app: Any, pilot: Any, text: str) -> None:
     await wait_idle(app, pilot)
 
 
+async def wait_scored(app: Any, pilot: Any) -> None:
+    """Until the chat shown has been scored (#33.1: its perplexity in the headers), so a test that
+    compares two pictures does not see the numbers arrive in between."""
+    await wait_until(pilot, lambda: app.chat_screen.scope.scores.perplexity is not None)
+    await pilot.pause()
+
+
 async def palette_run(pilot: Any, query: str) -> None:
     """Open the command palette, type `query`, wait until a matching command is listed, run it."""
     from textual.command import CommandList, CommandPalette
