@@ -74,3 +74,19 @@ async def test_opening_refused_says_why_in_one_line(make_app: Any) -> None:
         await pilot.pause()
         said = [n.message for n in app._notifications]
         assert "Not opened: no such model: nope" in said and not screen.second.open
+
+
+async def test_the_second_model_reads_replies_as_text_even_under_the_same_folder_name(make_app: Any) -> None:
+    """Two engines may name one folder and not share a vocabulary (two scripted doubles do): the
+    second reads each reply's text; its ids would be other words (the whole reply came out as one
+    inexact span, its first choice the role marker)."""
+    app = make_app(ScriptedEngine([REPLY]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.chat_screen
+        screen.second_engine_factory = ScriptedEngine
+        await send(app, pilot, "tell me")
+        await screen.second.open_model("demo")
+        await wait_until(pilot, lambda: screen.second.comparison is not None)
+        reply = app.controller.conversation.path()[-1]
+        spans = screen.second.comparison.of(reply).spans
+        assert len(spans) == len(REPLY) and all(s.exact and len(s.a) == len(s.b) == 1 for s in spans)

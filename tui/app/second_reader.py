@@ -14,7 +14,7 @@ this one never generates, is optional, and is opened, replaced and closed on its
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.core.api import EngineAPI, EngineError, ModelInfo, ScoreRequest, Scored, TokenEvent
 from engine.core.chat.conversation import Conversation, Node
@@ -104,7 +104,9 @@ class SecondReader:
             return Comparison([], [], revision, (None, None))
         ends_with_reply = path[-1].role == "assistant"
         mine = conversation.messages(model=first_folder)
-        theirs = conversation.messages(model=self.info.path)
+        # the second model reads every reply as its text, never as ids: ids are one model's (even
+        # two engines that name one folder may not share a vocabulary, as the scripted double's don't)
+        theirs = tuple(replace(message, token_ids=None) for message in mine)
         a = await first.score(ScoreRequest(mine, candidates=CANDIDATES, continue_last=ends_with_reply))
         b = await self.engine.score(ScoreRequest(theirs, candidates=CANDIDATES, continue_last=ends_with_reply))
         nodes: list[Node | None] = ([None] if conversation.system_prompt else []) + list(path)

@@ -39,6 +39,8 @@ ChatScreen.-narrow #side {{ width: 1fr; height: {SIDE_ROWS}; layout: horizontal;
 ChatScreen.-narrow #side > CandidatesPanel {{ width: 1fr; height: 1fr; }}
 ChatScreen.-narrow #side > ParamsPanel {{ width: 34; height: 1fr; }}
 ChatScreen.-narrow #side > PreviewsPanel {{ display: none; }}
+ChatScreen.-narrow #side > SecondLine {{ width: 24; height: 1fr; border-top: none; border-left: solid $panel-lighten-2; }}
+ChatScreen.-tight #side > SecondLine {{ display: none; }}
 ChatScreen.-tight #side > ParamsPanel {{ display: none; }}
 ChatScreen.-tight.-params-first #side > ParamsPanel {{ display: block; width: 1fr; }}
 ChatScreen.-tight.-params-first #side > CandidatesPanel {{ display: none; }}
