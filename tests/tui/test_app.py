@@ -386,3 +386,14 @@ async def test_keymap_rebinds_by_id(make_app: Any) -> None:
         assert ("^↑", "temperature up", "chat", "param.temperature.up") in rows  # as the footer writes it
         assert len(rows) == len(binding_ids())  # every binding is listed
 
+
+async def test_the_parameters_panel_names_the_keys_as_bound(make_app: Any) -> None:
+    """#30.7: the panel read "t/T" whatever [keys] said."""
+    app = make_app(config_text='[keys]\n"param.temperature.up" = "ctrl+up"\n"param.top_p.down" = "j"\n')
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_idle(app, pilot)
+        lines = screen_text(app).splitlines()
+        assert any("t/^↑ temperature" in line for line in lines)
+        assert any("j/P" in line and "top-p" in line for line in lines)
+        assert any("k/K" in line and "top-k" in line for line in lines)  # not rebound: as before
+

@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
+from textual.binding import Binding
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widget import Widget
@@ -67,6 +68,16 @@ class ParamsPanel(Widget, can_focus=True):
         """A preset's name comes from the config: a border title given a str reads it as markup."""
         self.border_subtitle = literal(preset) if preset else None
 
+    def _keys(self, name: str, key: str) -> str:
+        """The keys that step `name` down / up as bound now: `[keys]` may have moved them (#30.7;
+        the column read "t/T" whatever the keymap said)."""
+        keymap = getattr(self.app, "keymap", None) or {}
+        shown = []
+        for suffix, default in (("down", key), ("up", key.upper())):
+            bound = str(keymap.get(f"param.{name}.{suffix}", default)).split(",")[0].strip()
+            shown.append(self.app.get_key_display(Binding(bound, "")) if bound else "")
+        return "/".join(shown)
+
     def render(self) -> RenderableType:
         table = Table.grid(padding=(0, 1))
         table.add_column(style="dim")
@@ -83,7 +94,7 @@ class ParamsPanel(Widget, can_focus=True):
             value, _, note = format_param(self.params, name).partition(" (")
             shipped = self.recommended.get(name)
             shown = Text(value, style="bold reverse") if name in self.flashed else value
-            cells = [f"{key}/{key.upper()}" if key else "", Text(label, style=style), shown, f"({note}" if note else ""]
+            cells = [self._keys(name, key) if key else "", Text(label, style=style), shown, f"({note}" if note else ""]
             if shows:
                 cells.append("" if shipped is None else f"model: {shipped:g}" if isinstance(shipped, float)
                              else f"model: {shipped}")
