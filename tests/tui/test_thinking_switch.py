@@ -120,7 +120,7 @@ async def test_a_reply_without_a_block_has_no_fold_line(make_app: Any) -> None:
 
 
 async def test_a_streaming_reply_folds_its_block_as_it_arrives(make_app: Any) -> None:
-    engine = ScriptedEngine([THINKING_REPLY], token_delay=0.05)
+    engine = ScriptedEngine([THINKING_REPLY], token_delay=0.05, hold_after=3)  # still in the block, however busy the CPU
     app = make_app(engine)
     async with app.run_test(size=SIZE) as pilot:
         await wait_idle(app, pilot)
@@ -129,8 +129,9 @@ async def test_a_streaming_reply_folds_its_block_as_it_arrives(make_app: Any) ->
         await wait_until(pilot, lambda: len(app.controller.conversation.path()) == 2
                          and len(app.controller.conversation.path()[-1].version.tokens or ()) >= 3)
         view = _view(app)
-        assert "still thinking" in str(view.query_one("#thinking", Static).render())
+        await wait_until(pilot, lambda: "still thinking" in str(view.query_one("#thinking", Static).render()))
         assert "hmm" not in "".join(str(c.render()) for c in view.query(TokenChunk))
+        engine.release()
         await wait_idle(app, pilot)
         assert [c.start for c in view.query(TokenChunk)] == [5]
 
