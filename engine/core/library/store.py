@@ -27,7 +27,7 @@ from engine.core.chat.conversation import Conversation
 from engine.core.chat.fileformat import conversation_from_dict
 from engine.core.library import schema
 from engine.core.library.blobs import BlobError
-from engine.core.library.documents import BLOB_KEY, join_document, split_document, summarize
+from engine.core.library.documents import BLOB_KEY, join_document, split_document, summarize, tokens_elsewhere
 from engine.core.library.search import where_clause
 from engine.core.regular import require_regular
 from engine.core.settings.paths import data_dir
@@ -335,28 +335,11 @@ def checked_document(text: object, blobs: list[bytes]) -> dict[str, Any]:
         skeleton = json.loads(text)  # type: ignore[arg-type]
     except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError(str(exc) or type(exc).__name__) from None
-    conversation_from_dict(_tokens_elsewhere(skeleton))  # the tree, every field but the tokens checked
+    conversation_from_dict(tokens_elsewhere(skeleton))  # the tree, every field but the tokens checked
     try:
         return join_document(skeleton, blobs)
     except (BlobError, ValueError, IndexError, TypeError, AttributeError, KeyError) as exc:
         raise ValueError(str(exc) or type(exc).__name__) from None
-
-
-def _tokens_elsewhere(skeleton: Any) -> Any:
-    """The skeleton as the reader can check it: a version whose tokens sit in a blob holds an
-    empty token list instead. Why not check the tokens too: they come out of `blobs`' typed
-    columns, written from tokens that were checked (or the engine's own); reading them through the
-    reader as well made opening a 50,000-token chat several times slower."""
-    if not isinstance(skeleton, dict) or not isinstance(skeleton.get("nodes"), list):
-        return skeleton
-    nodes = []
-    for node in skeleton["nodes"]:
-        if isinstance(node, dict) and isinstance(node.get("versions"), list):
-            versions = [{**{k: v for k, v in version.items() if k != BLOB_KEY}, "tokens": []}
-                        if isinstance(version, dict) and BLOB_KEY in version else version for version in node["versions"]]
-            node = {**node, "versions": versions}
-        nodes.append(node)
-    return {**skeleton, "nodes": nodes}
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:

@@ -19,7 +19,7 @@ from engine.core.api import Candidate, TokenEvent
 from engine.core.chat.conversation import Conversation
 from engine.core.chat.fileformat import MAX_COUNT, MAX_ID, SLACK, conversation_and_nodes
 from engine.core.library.blobs import BlobError, _undeltas, decode_columns
-from engine.core.library.documents import BLOB_KEY
+from engine.core.library.documents import BLOB_KEY, tokens_elsewhere
 
 
 def stored_conversation(text: object, blobs: list[bytes]) -> Conversation:
@@ -30,7 +30,7 @@ def stored_conversation(text: object, blobs: list[bytes]) -> Conversation:
         skeleton = json.loads(text)  # type: ignore[arg-type]
     except (ValueError, TypeError, RecursionError) as exc:
         raise ValueError(str(exc) or type(exc).__name__) from None
-    conversation, nodes = conversation_and_nodes(_without_blobs(skeleton))
+    conversation, nodes = conversation_and_nodes(tokens_elsewhere(skeleton))
     if skeleton.get("format") != 2:
         return conversation  # format 1 (a row written by hand): no blobs to read
     for node, stored in zip(nodes, skeleton["nodes"]):
@@ -41,21 +41,6 @@ def stored_conversation(text: object, blobs: list[bytes]) -> Conversation:
                     raise ValueError(f"a version names token data {at!r} that is not there")
                 version.tokens = decode_token_events(blobs[at])
     return conversation
-
-
-def _without_blobs(skeleton: Any) -> Any:
-    """The skeleton as the reader checks it: a version whose tokens sit in a blob holds an empty
-    token list instead (so its finish reason is read as that of a reply with tokens)."""
-    if not isinstance(skeleton, dict) or not isinstance(skeleton.get("nodes"), list) or skeleton.get("format") != 2:
-        return skeleton  # the reader refuses it, naming what is wrong (or reads format 1: no blobs)
-    nodes = []
-    for node in skeleton["nodes"]:
-        if isinstance(node, dict) and isinstance(node.get("versions"), list):
-            versions = [{**{k: v for k, v in version.items() if k != BLOB_KEY}, "tokens": []}
-                        if isinstance(version, dict) and BLOB_KEY in version else version for version in node["versions"]]
-            node = {**node, "versions": versions}
-        nodes.append(node)
-    return {**skeleton, "nodes": nodes}
 
 
 def decode_token_events(blob: bytes) -> list[TokenEvent]:
