@@ -27,7 +27,7 @@ from engine.core.chat.conversation import Conversation
 from engine.core.chat.fileformat import conversation_from_dict
 from engine.core.library import schema
 from engine.core.library.blobs import BlobError
-from engine.core.library.documents import BLOB_KEY, join_document, split_document, summarize, tokens_elsewhere
+from engine.core.library.documents import join_document, split_document, summarize, tokens_elsewhere
 from engine.core.library.search import where_clause
 from engine.core.regular import require_regular
 from engine.core.settings.paths import data_dir
