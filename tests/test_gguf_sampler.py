@@ -167,3 +167,22 @@ def test_nan_logits_give_a_row_the_turn_refuses() -> None:
     for params in (PARAMS["greedy"], PARAMS["top-p"], PARAMS["top-k"]):
         row = statistics(NumpySampler(20, params, seed=1).choose(logits, None))
         assert not logits_were_numbers(row)
+
+
+@pytest.mark.parametrize("vocab", [40, 5000, 160_000])
+def test_shortlist_cuts_through_ties_by_id(vocab: int) -> None:
+    """Equal values across the cut: the lower ids make it, whatever numpy's partition picked
+    (it picked ids 1660-1665 of 4,996 zeros at a 5,000 vocabulary)."""
+    x = np.zeros(vocab, dtype=np.float32)
+    x[[7, 30, vocab - 3, vocab - 1]] = 2.0
+    assert shortlist(x, 10).tolist() == [7, 30, vocab - 3, vocab - 1, 0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("vocab", [1000, 32_000, 32_003, 151_936])
+@pytest.mark.parametrize("size", [1, 10, 64, 300])
+def test_shortlist_matches_a_full_sort(vocab: int, size: int) -> None:
+    """The folded search (`engine.local.topn`) against the definition: a stable sort of the row."""
+    rng = np.random.default_rng(vocab + size)
+    x = (rng.standard_normal(vocab) * 3).astype(np.float32)
+    x[rng.integers(0, vocab, 40)] = x.max()  # ties at the top too
+    assert shortlist(x, size).tolist() == np.argsort(-x, kind="stable")[:size].tolist()

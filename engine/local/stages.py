@@ -26,6 +26,7 @@ import numpy as np
 
 from engine.core.api import SamplingParams
 from engine.core.params import BAN
+from engine.local.topn import top_ids
 
 F32 = np.float32
 NEG_INF = F32(-np.inf)
@@ -59,12 +60,7 @@ def running_entropy(probs: np.ndarray) -> np.float32:
 
 def shortlist(x: np.ndarray, size: int) -> np.ndarray:
     """Ids of the `size` largest values of `x`, largest first (ties: lower id first)."""
-    vocab = x.shape[0]
-    if size >= vocab:
-        return np.argsort(-x, kind="stable")
-    part = np.argpartition(x, vocab - size)[vocab - size:]
-    part.sort()  # id order first, so the stable sort below breaks ties by id
-    return part[np.argsort(-x[part], kind="stable")]
+    return top_ids(x, size)
 
 
 def keep_only(x: np.ndarray, kept: np.ndarray) -> np.ndarray:
