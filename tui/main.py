@@ -63,9 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = build_app(args, refuse)
     if isinstance(app, int):
         return app
-    from tui.app.application import tune_gc_for_streaming
+    from tui.app.application import tune_for_streaming
 
-    tune_gc_for_streaming()
+    tune_for_streaming()
     app.run()
     return after_exit(app)
 

@@ -103,8 +103,10 @@ async def test_wide_characters_do_not_widen_the_candidates_table() -> None:
         panel = CandidatesPanel()
         await app.mount(panel)
         await pilot.pause()
-        table = panel._table(token)
-        assert {cell_len(str(cell)) for cell in list(table.columns[1].cells)[1:]} == {CHARS}
+        rows = panel._table(token).plain.split("\n")[1:]
+        assert {cell_len(row) for row in rows} == {cell_len(rows[0])}, "every row as wide as the others"
+        plain = next(row for row in rows if "plain" in row)
+        assert plain[3 + CHARS] == " " and plain[4 + CHARS] == "█", "the text column is CHARS cells"
 
 
 async def test_the_status_bar_says_reused_and_gives_way_by_whole_facts(make_app: Any) -> None:

@@ -30,7 +30,7 @@ from textual import events
 
 from engine.core.settings import load_config
 from engine.scripted import ScriptedEngine
-from tui.app.application import LogitscopeApp, tune_gc_for_streaming
+from tui.app.application import LogitscopeApp, tune_for_streaming
 from engine.core.chat.conversation import TurnStats
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.status_bar import StatusBar
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=4000)
     parser.add_argument("--presses", type=int, default=10)
     args = parser.parse_args(argv)
-    tune_gc_for_streaming()  # as `logitscope` itself does
+    tune_for_streaming()  # as `logitscope` itself does
     if args.mode == "stream":
         result = asyncio.run(stream(args.tokens, args.presses))
     elif args.mode == "app":

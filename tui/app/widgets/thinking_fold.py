@@ -9,7 +9,9 @@ the whitespace-only tokens right after it (the blank lines before the answer).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Sequence
 
 from engine.core.api import TokenEvent
@@ -38,22 +40,35 @@ def thinking_block(tokens: Sequence[TokenEvent], opened: bool = False) -> Thinki
     it, such a reply is still found once its ``</think>`` has arrived (a saved chat, a finished
     reply): no ``<think>`` before it.
     """
-    style = OPENED_BY_PROMPT if opened else None
-    text = ""
-    for index, token in enumerate(tokens):
-        text += token.text
-        if style is None:
+    style: Style | None = OPENED_BY_PROMPT if opened else None
+    first, text = 0, ""  # the token that decided the style (its close may be in it)
+    if style is None:
+        for first, token in enumerate(tokens):  # the reply's first text decides (a few tokens)
+            text += token.text
             head = text.lstrip()
             style = _style_of(head)
-            if style is None:
-                if head and not any(s.open.startswith(head) for s in STYLES):
-                    return _opened_by_prompt(tokens)
-                continue
-        if style.close in text:
-            return ThinkingBlock(_after_blank(tokens, index + 1), True)
-    if style is None:
+            if style is not None:
+                break
+            if head and not any(s.open.startswith(head) for s in STYLES):
+                return _opened_by_prompt(tokens)
+        if style is None:
+            return None
+    found = _find(tokens, style.close)
+    if found is None:
+        return ThinkingBlock(len(tokens), False)
+    return ThinkingBlock(_after_blank(tokens, max(first, found) + 1), True)
+
+
+def _find(tokens: Sequence[TokenEvent], marker: str, before: str = "") -> int | None:
+    """The token that completes the first `marker` in the reply's text, None if none does or
+    `before` occurs ahead of it. One search of the joined text, so a streaming reply's check
+    costs O(reply) a flush (it added a token at a time and searched the text so far: O(reply²),
+    ~1 ms a flush at 4,000 tokens, which held a fast stream to ~250 tok/s)."""
+    joined = "".join([token.text for token in tokens])
+    found = joined.find(marker)
+    if found < 0 or (before and before in joined[:found + len(marker)]):
         return None
-    return ThinkingBlock(len(tokens), False)
+    return bisect_left(list(accumulate(len(token.text) for token in tokens)), found + len(marker))
 
 
 def _style_of(head: str) -> Style | None:
@@ -69,12 +84,8 @@ def _style_of(head: str) -> Style | None:
 
 def _opened_by_prompt(tokens: Sequence[TokenEvent]) -> ThinkingBlock | None:
     """A finished ``…</think>`` reply whose ``<think>`` was the prompt's (none before its close)."""
-    text = ""
-    for index, token in enumerate(tokens):
-        text += token.text
-        if OPENED_BY_PROMPT.close in text:
-            return None if THINK_OPEN in text else ThinkingBlock(_after_blank(tokens, index + 1), True)
-    return None
+    found = _find(tokens, OPENED_BY_PROMPT.close, before=THINK_OPEN)
+    return None if found is None else ThinkingBlock(_after_blank(tokens, found + 1), True)
 
 
 def _after_blank(tokens: Sequence[TokenEvent], end: int) -> int:
