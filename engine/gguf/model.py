@@ -21,6 +21,7 @@ import mlx.core as mx
 import numpy as np
 
 from engine.core.api import EngineError, ModelLoadError
+from engine.gguf.gilcalls import QuickLib
 from engine.gguf.logs import quiet_logs
 from engine.gguf.rows import SEQUENCES, RowsCache, rows_logits_decode, rows_that_fit
 from engine.gguf.sidethread import SideThread
@@ -78,7 +79,7 @@ class LlamaModel:
         llama.cpp's own reason when it refuses the file)."""
         import llama_cpp
 
-        self._lib = llama_cpp
+        self._lib = QuickLib(llama_cpp)  # the per-token calls keep the GIL (`engine.gguf.gilcalls`)
         logs = quiet_logs(llama_cpp)
         llama_cpp.llama_backend_init()
         params = llama_cpp.llama_model_default_params()
@@ -93,7 +94,7 @@ class LlamaModel:
             raise ModelLoadError(f"llama.cpp could not load {path.name}: {reason}" if reason else
                                  f"llama.cpp could not load {path.name} (not a model it knows, or damaged)")
         self.context_train = int(llama_cpp.llama_model_n_ctx_train(self._model))
-        self.vocab = LlamaVocab(llama_cpp, self._model, listed_eog=logs.eog)
+        self.vocab = LlamaVocab(self._lib, self._model, listed_eog=logs.eog)
         logs.clear()  # the stages are over: nothing is told after the load
         self._vocab = self.vocab.pointer
         self.args = Args(self.vocab.size)
