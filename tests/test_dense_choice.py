@@ -299,6 +299,8 @@ def test_the_memory_section_reports_speed_bytes_and_memory_for_both_models() -> 
         assert rows[f"weights read per decoded token ({name})"] > 0
         assert 0 < rows[f"peak resident memory ({name})"] < 2000  # MB: no model build in it
         assert rows[f"decode speed per GB resident ({name})"] > 0
+        assert 0 < rows[f"share of the bandwidth bound ({name})"] < 100  # no format reads faster than memory
+    assert rows["memory read bandwidth (numpy sums, every CPU)"] > 0.5  # GB/s
     assert rows["float32 copies of 4-bit layers kept (2m-full)"] == 0
     assert {ratio.label for ratio in section.ratios} == {"decode: 4-bit / float32 (2m-4bit)",
                                                          "peak memory: 4-bit / float32 (2m-4bit)"}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -98,17 +99,22 @@ def _llama_cpp(path: Path, threads: int, prompt_ids: list[int], tokens: int) -> 
         model.close()
 
 
+KINDS = ("F32", "F16", "Q8_0", "Q4_0")
+
+
 async def gguf_section(section: Section, shapes: tuple[str, ...], scratch: Path, rounds: int, tokens: int,
-                       prompt_words: int, threads: int) -> None:
+                       prompt_words: int, threads: tuple[int, ...]) -> None:
     """Rows and ratios for every Llama or Qwen2 shape in `shapes` (its 4-bit or bf16 suffix ignored:
-    the GGUF files are made from float32) and every file type."""
+    the GGUF files are made from float32), every file type, at each thread count in `threads`
+    (both contenders at the same count), with the load average before each round."""
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("gguf") is None:
         section.skipped = "needs the [gguf] extra: in logitscope's folder, python3 -m pip install \".[gguf]\""
         return
     for shape in dict.fromkeys(s.split("-")[0] for s in shapes if s.split("-")[0] in ("2m", "30m", "qwen0.5b")):
         files = gguf_files(shape, scratch)
-        for kind in ("Q4_0", "Q8_0", "F16"):
-            await _compare(section, f"{shape} {kind}", files[kind], threads, rounds, tokens, prompt_words)
+        for kind in KINDS:
+            for count in threads:
+                await _compare(section, f"{shape} {kind}", files[kind], count, rounds, tokens, prompt_words)
         _threads_row(section, f"{shape} Q4_0", files["Q4_0"], rounds, tokens)
         await _ours_threads_row(section, f"{shape} Q4_0", files["Q4_0"], rounds, tokens, prompt_words)
 
@@ -124,10 +130,12 @@ async def _compare(section: Section, tag: str, path: Path, threads: int, rounds:
     engine = local_engine(threads=threads)
     turns: list[TurnFinished] = []
     theirs: list[tuple[float, float]] = []
+    loads: list[float] = []
     try:
         await engine.load(str(path))
         warm = await _turn(engine, 0, prompt_words, tokens)
         for round_ in range(1, rounds + 1):
+            loads.append(os.getloadavg()[0])
             if round_ % 2 == 0:  # llama.cpp first
                 theirs.append(_llama_cpp(path, threads, list(turns[-1].prompt_ids if turns else warm.prompt_ids),
                                          max(2, tokens)))
@@ -137,11 +145,13 @@ async def _compare(section: Section, tag: str, path: Path, threads: int, rounds:
                 theirs.append(_llama_cpp(path, threads, list(turn.prompt_ids), max(2, turn.generated_tokens)))
     finally:
         await engine.close()
+    tag = f"{tag}, {threads} thr"
+    section.add(f"load average before each round ({tag})", loads, "")
     ours_decode = [t.decode_tps for t in turns]
     ours_prefill = [t.prefill_tps for t in turns]
-    section.add(f"ours decode, 10 candidates ({tag}, {threads} thr)", ours_decode, "tok/s")
-    section.add(f"llama.cpp greedy decode ({tag}, {threads} thr)", [d for _, d in theirs], "tok/s")
-    section.compare(f"ours / llama.cpp decode ({tag})", ours_decode, [d for _, d in theirs], 0.9)
+    section.add(f"ours decode, 10 candidates ({tag})", ours_decode, "tok/s")
+    section.add(f"llama.cpp greedy decode ({tag})", [d for _, d in theirs], "tok/s")
+    section.compare(f"ours / llama.cpp decode ({tag})", ours_decode, [d for _, d in theirs], 0.95)
     prompt = len(turns[0].prompt_ids)
     section.add(f"ours prefill, {prompt} tokens ({tag})", ours_prefill, "tok/s")
     section.add(f"llama.cpp prefill, {prompt} tokens ({tag})", [p for p, _ in theirs], "tok/s")

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from engine.bench.bandwidth import read_bandwidth, share_of_bound
 from engine.bench.report import Section, alternate, run_json_module
 from engine.bench.shapes import shape_named
 
@@ -27,14 +28,17 @@ def _worker(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def memory_section(section: Section, shapes: tuple[str, ...], prompt: int, decode: int, rounds: int) -> None:
-    """For every 4-bit shape in `shapes`: rows for it and its float32 twin, and the two ratios."""
+    """For every 4-bit shape in `shapes`: rows for it and its float32 twin, and the two ratios;
+    each decode speed also as a share of this machine's memory bandwidth bound."""
+    bandwidth = read_bandwidth()
+    section.add("memory read bandwidth (numpy sums, every CPU)", [bandwidth / 1e9], "GB/s")
     for shape in (s for s in shapes if shape_named(s).bits):
         twin = shape_named(shape).with_bits(None).name + "-full"
         with tempfile.TemporaryDirectory() as root:  # written once, by processes of their own
             folders = {name: _worker({"shape": name, "write": str(Path(root) / name)})["folder"]
                        for name in (shape, twin)}
             results = _alternated(folders, prompt, decode, rounds)
-        _report(section, shape, twin, results)
+        _report(section, shape, twin, results, bandwidth)
 
 
 def _alternated(folders: dict[str, str], prompt: int, decode: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
@@ -52,10 +56,14 @@ def _alternated(folders: dict[str, str], prompt: int, decode: int, rounds: int) 
     return results
 
 
-def _report(section: Section, shape: str, twin: str, results: dict[str, list[dict[str, Any]]]) -> None:
-    """Per model: speed, bytes per token, peak memory, copies kept, speed per GB; then the ratios."""
+def _report(section: Section, shape: str, twin: str, results: dict[str, list[dict[str, Any]]],
+            bandwidth: float) -> None:
+    """Per model: speed, bytes per token, peak memory, copies kept, speed per GB, share of the
+    bandwidth bound; then the ratios."""
     for name, runs in results.items():
         section.add(f"decode, 10 candidates ({name})", [r["decode_tps"] for r in runs], "tok/s")
+        section.add(f"share of the bandwidth bound ({name})",
+                    [share_of_bound(r["decode_tps"], r["decode_bytes"], bandwidth) for r in runs], "%")
         section.add(f"weights read per decoded token ({name})", [r["decode_bytes"] / 1e6 for r in runs], "MB")
         section.add(f"peak resident memory ({name})", [r["peak_rss_bytes"] / 1e6 for r in runs], "MB")
         section.add(f"float32 copies of 4-bit layers kept ({name})",

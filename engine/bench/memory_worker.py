@@ -1,7 +1,8 @@
 """One model's decode speed, weight bytes read per decoded token and resident memory, measured in
 a fresh process: ``python -m engine.bench.memory_worker '<json>'`` (keys: shape, prompt, decode,
 and folder: the model folder to load; without one the process builds and writes it first).
-``{"shape": ..., "write": FOLDER}`` only writes the shape's model folder there.
+``{"shape": ..., "write": FOLDER}`` only writes the shape's model folder there;
+``{"gguf": FILE, "threads": N}`` measures a GGUF file through llama.cpp instead.
 
 Why a process of its own: peak resident memory (``ru_maxrss``) is per process and never goes
 down, so each model needs a clean one; and building the random model (bfloat16, then quantized)
@@ -83,9 +84,44 @@ async def _measure(config: dict[str, Any]) -> dict[str, Any]:
             kept = kept_copy_bytes(session.model) if session is not None else 0
         finally:
             await engine.close()
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"decode_tps": turn.decode_tps, "decode_bytes": read, "kept_bytes": kept,
-            "peak_rss_bytes": peak_kib * 1024, "dtype": info.dtype, "config": config}
+            "peak_rss_bytes": peak_rss_bytes(), "dtype": info.dtype, "config": config}
+
+
+async def _measure_gguf(config: dict[str, Any]) -> dict[str, Any]:
+    """The same numbers for a GGUF file through llama.cpp (``{"gguf": FILE, "threads": N}``).
+    Bytes read per token: the file's size (a decode step reads every weight once, and the
+    embedding table is the output head when it is tied, as in the bench's shapes)."""
+    from engine.bench.gguf_section import _prompt
+    from engine.core.api import GenerateRequest
+    from engine.bench.turns import engine_turn, params
+    from engine.factory import local_engine
+
+    path = Path(config["gguf"])
+    engine = local_engine(threads=int(config.get("threads", 0)))
+    try:
+        await engine.load(str(path))
+        await engine_turn(engine, GenerateRequest(_prompt(0, 20), params(8, 0)))
+        turn = await engine_turn(engine, GenerateRequest(_prompt(1, int(config.get("prompt", 128)) // 4),
+                                                         params(int(config.get("decode", 64)), 1)))
+    finally:
+        await engine.close()
+    return {"decode_tps": turn.decode_tps, "decode_bytes": path.stat().st_size, "kept_bytes": 0,
+            "peak_rss_bytes": peak_rss_bytes(), "dtype": "gguf", "config": config}
+
+
+def peak_rss_bytes() -> int:
+    """This process's own peak resident memory. On Linux ``VmHWM``: ``ru_maxrss`` carries the
+    parent's resident size at the fork through the exec (a bench process holding 574 MB made
+    every worker report 574 MB); elsewhere ``ru_maxrss`` (bytes on macOS)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 def write_folder(shape_name: str, folder: Path) -> str:
@@ -103,7 +139,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     enable_fast_blas()
     if config.get("write"):
         return {"folder": write_folder(config["shape"], Path(config["write"]))}
-    return asyncio.run(_measure(config))
+    return asyncio.run(_measure_gguf(config) if config.get("gguf") else _measure(config))
 
 
 def main(argv: list[str] | None = None) -> int:

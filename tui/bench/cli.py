@@ -18,7 +18,7 @@ from tui.bench.plan import Plan
 from tui.cli_parser import OneLineParser, UsageError
 from engine.cpu.blas import enable_fast_blas
 
-SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "gguf-load",
+SECTIONS = ("decode", "ttft", "branch", "preview", "rewind", "sampler", "blas-dtype", "tui", "gguf", "gguf-load", "formats",
             "memory", "library")
 
 

@@ -49,6 +49,7 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         ("gguf", "GGUF through llama.cpp: ours (10 candidates) vs llama.cpp's own greedy loop, same file and threads"),
         ("gguf-load", "Loading a real GGUF file: ours vs llama-cpp-python's Llama(), start to first token, memory"),
         ("memory", "4-bit MLX models on the CPU: decode speed, weights read per token, resident memory vs float32"),
+        ("formats", "Which format on a CPU: MLX float32 and 4-bit, GGUF F32/F16/Q8_0/Q4_0: speed, memory, bandwidth bound"),
         ("library", "Conversation library: 1,000 chats x 50 turns, open and filter (target: within 100 ms of a key)"),
     ) if name in plan.sections}
     targets = [(name, None) for name in plan.shapes] + ([(model, model)] if model else [])
@@ -81,11 +82,11 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
         tui_section(sections["tui"], plan.rounds, 2000 if plan.decode_tokens < 100 else 4000, app_model)
     if "gguf" in sections:
         from engine.bench.gguf_section import gguf_section
-        from engine.gguf import default_threads
+        from engine.gguf.threads import candidate_threads
 
         progress("bench: GGUF (llama.cpp)")
         await gguf_section(sections["gguf"], plan.shapes, scratch, plan.rounds, plan.decode_tokens,
-                           plan.process_prompt, default_threads())
+                           plan.process_prompt, candidate_threads())
     if "gguf-load" in sections:
         from engine.bench.gguf_load import gguf_load_section
         from engine.gguf import default_threads
@@ -97,6 +98,12 @@ async def run_all(plan: "Plan", blas: str, scratch: Path, model: str | None, pro
 
         progress("bench: 4-bit memory (subprocesses)")
         memory_section(sections["memory"], plan.shapes, plan.process_prompt, plan.decode_tokens, plan.rounds)
+    if "formats" in sections:
+        from engine.bench.formats_section import formats_section
+
+        progress("bench: formats (subprocesses)")
+        formats_section(sections["formats"], plan.shapes, scratch, plan.process_prompt, plan.decode_tokens,
+                        plan.rounds)
     if "library" in sections:
         from tui.bench.library_section import library_section
 
