@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.bench.bandwidth import read_bandwidth, share_of_bound
 from engine.bench.memory_section import _worker
-from engine.bench.report import Section, alternate
+from engine.bench.report import Section, alternate_runs
 
 GGUF_KINDS = ("F32", "F16", "Q8_0", "Q4_0")
 
@@ -29,16 +29,7 @@ def formats_section(section: Section, shapes: tuple[str, ...], scratch: Path, pr
     section.add("memory read bandwidth (numpy sums, every CPU)", [bandwidth / 1e9], "GB/s")
     for base in dict.fromkeys(s.split("-")[0] for s in shapes if s.split("-")[0] in ("2m", "30m", "qwen0.5b")):
         with tempfile.TemporaryDirectory() as root:
-            configs = _configs(base, Path(root), scratch, prompt, decode)
-            results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
-
-            def contender(name: str) -> Any:
-                def measure(_round: int) -> float:
-                    results[name].append(_worker(configs[name]))
-                    return 0.0
-                return measure
-
-            alternate({name: contender(name) for name in configs}, rounds)
+            results = alternate_runs(_configs(base, Path(root), scratch, prompt, decode), rounds, _worker)
         for name, runs in results.items():
             tag = f"{base}, {name}"
             section.add(f"decode, 10 candidates ({tag})", [r["decode_tps"] for r in runs], "tok/s")

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.bench.report import Section, alternate, run_json_module
+from engine.bench.report import Section, alternate, proc_status_bytes, run_json_module
 
 PROMPT = "The capital of France is"
 
@@ -82,13 +82,7 @@ def _report(section: Section, name: str, runs: dict[str, list[dict[str, Any]]]) 
 
 def _rss() -> int:
     """This process's resident set now, in bytes (Linux; 0 elsewhere)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return proc_status_bytes("VmRSS") or 0
 
 
 async def _ours(path: str, threads: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.bandwidth import read_bandwidth, share_of_bound
-from engine.bench.report import Section, alternate, run_json_module
+from engine.bench.report import Section, alternate_runs, run_json_module
 from engine.bench.shapes import shape_named
 
 
@@ -43,17 +43,9 @@ def memory_section(section: Section, shapes: tuple[str, ...], prompt: int, decod
 
 def _alternated(folders: dict[str, str], prompt: int, decode: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
     """Each model's measurements, the models alternating round by round, a fresh process each."""
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in folders}
-
-    def contender(name: str) -> Any:
-        def measure(_round: int) -> float:
-            config = {"shape": name, "folder": folders[name], "prompt": prompt, "decode": decode}
-            results[name].append(_worker(config))
-            return 0.0
-        return measure
-
-    alternate({name: contender(name) for name in folders}, rounds)
-    return results
+    configs = {name: {"shape": name, "folder": folder, "prompt": prompt, "decode": decode}
+               for name, folder in folders.items()}
+    return alternate_runs(configs, rounds, _worker)
 
 
 def _report(section: Section, shape: str, twin: str, results: dict[str, list[dict[str, Any]]],

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from engine.bench.report import proc_status_bytes
 from engine.cpu.blas import enable_fast_blas
 
 
@@ -114,12 +115,9 @@ def peak_rss_bytes() -> int:
     """This process's own peak resident memory. On Linux ``VmHWM``: ``ru_maxrss`` carries the
     parent's resident size at the fork through the exec (a bench process holding 574 MB made
     every worker report 574 MB); elsewhere ``ru_maxrss`` (bytes on macOS)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    own = proc_status_bytes("VmHWM")
+    if own is not None:
+        return own
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.bench.report import Section, alternate, run_json_module
+from engine.bench.report import Section, alternate_runs, run_json_module
 from engine.bench.shapes import shape_named
 
 
@@ -48,15 +48,7 @@ def process_section(section: Section, shape: str, prompt: int, decode: int, roun
     fast_name, engine_name = "all of logitscope's fast paths", "logitscope's engine, 10 candidates"
     configs[fast_name] = {**configs["OpenBLAS, float32"], "engine_tuning": True, "gemv_forward": True}
     configs[engine_name] = {**configs["OpenBLAS, float32"], "gemv_forward": True, "engine": True}
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
-
-    def contender(name: str) -> Any:
-        def measure(_round: int) -> float:
-            results[name].append(run_worker(configs[name]))
-            return 0.0
-        return measure
-
-    alternate({name: contender(name) for name in configs}, rounds)
+    results = alternate_runs(configs, rounds, run_worker)
     for name, runs in results.items():
         section.add(f"prefill {prompt} tokens, {name} ({shape})", [r["prefill_tps"] for r in runs], "tok/s")
         section.add(f"decode, {name} ({shape})", [r["decode_tps"] for r in runs], "tok/s")

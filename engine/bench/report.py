@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+from pathlib import Path
 from types import ModuleType
 import sys
 from dataclasses import asdict, dataclass, field
@@ -132,6 +133,34 @@ def alternate(contenders: dict[str, Callable[[int], float]], rounds: int) -> dic
         for name in names[shift:] + names[:shift]:
             samples[name].append(contenders[name](round_))
     return samples
+
+
+def alternate_runs(configs: dict[str, Any], rounds: int,
+                   run: Callable[[Any], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """`alternate` for measurements that return a record each (a worker process's JSON): every
+    configuration's records, the configurations rotating who goes first round by round."""
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
+
+    def contender(name: str) -> Callable[[int], float]:
+        def measure(_round: int) -> float:
+            results[name].append(run(configs[name]))
+            return 0.0
+        return measure
+
+    alternate({name: contender(name) for name in configs}, rounds)
+    return results
+
+
+def proc_status_bytes(field: str) -> int | None:
+    """A size from this process's ``/proc/self/status`` (``VmRSS``, ``VmHWM``...) in bytes;
+    None where there is none (not Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def run_json_module(module: ModuleType, *args: str, timeout_s: float) -> dict[str, Any]:

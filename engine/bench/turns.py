@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core.api import GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
+from engine.core.api import EngineAPI, GenerateRequest, Message, SamplingParams, TokenEvent, TurnFinished
 from engine.local.client import Engine
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -51,7 +51,7 @@ async def open_contenders(folder: str) -> Contenders:
     return Contenders(engine, model, tokenizer, dtype)
 
 
-async def engine_turn(engine: Engine, request: GenerateRequest) -> TurnTiming:
+async def engine_turn(engine: EngineAPI, request: GenerateRequest) -> TurnTiming:
     """Run one turn and time it as a caller sees it."""
     start = time.perf_counter()
     first = end = 0.0
