@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
-from textual.app import App
-from textual.notifications import SeverityLevel
 from textual.widget import Widget
 
 from engine.core.chat.conversation import Conversation, Node
@@ -28,33 +26,20 @@ from tui.app.screens.message_picker import MessagePicker
 from tui.app.screens.replace_chat import DISCARD, SAVE, ReplaceChatDialog
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.transcript import Transcript
+from tui.app.screens.host import ScreenHost
 
 if TYPE_CHECKING:
     from tui.app.controller import ChatController
     from tui.app.screens.chat_search import SearchActions
 
-W = TypeVar("W", bound=Widget)
 
-
-class ChatHost(Protocol):
+class ChatHost(ScreenHost, Protocol):
     """What the conversation actions need of the chat screen (`ChatScreen` is one)."""
 
     controller: ChatController
     chat_search: SearchActions
 
-    @property
-    def app(self) -> App[Any]: ...
-
-    def query_one(self, selector: type[W]) -> W: ...
-
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True) -> None: ...
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...
-
-    def run_worker(self, work: Any, name: str | None = "", group: str = "default",
-                   description: str = "", exit_on_error: bool = True, start: bool = True,
-                   exclusive: bool = False, thread: bool = False) -> Any: ...
 
     def clear_panels(self) -> None: ...
 

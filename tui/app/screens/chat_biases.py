@@ -7,15 +7,13 @@ engine when it is accepted, and a text of several tokens (a phrase) is refused i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
-
-from textual.app import App
-from textual.notifications import SeverityLevel
+from typing import TYPE_CHECKING, Protocol
 
 from engine.core.api import EngineError, ParamError, SamplingParams
 from engine.core.settings import printable
 from tui.app.bias_entry import parse_entries, resolve_entries
 from tui.app.screens.dialogs import ValueDialog
+from tui.app.screens.host import ScreenHost
 
 if TYPE_CHECKING:
     from tui.app.controller import ChatController
@@ -23,20 +21,10 @@ if TYPE_CHECKING:
 HINT = "ID=BIAS or 'TEXT'=BIAS, comma-separated (-100 to 100; 'ban' = -100); empty: no biases"
 
 
-class BiasHost(Protocol):
+class BiasHost(ScreenHost, Protocol):
     """What the bias dialog needs of the chat screen."""
 
     controller: ChatController
-
-    @property
-    def app(self) -> App[Any]: ...
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...
-
-    def run_worker(self, work: Any, name: str | None = "", group: str = "default",
-                   description: str = "", exit_on_error: bool = True, start: bool = True,
-                   exclusive: bool = False, thread: bool = False) -> Any: ...
 
 
 class BiasSetter(Protocol):

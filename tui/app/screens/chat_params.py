@@ -10,11 +10,7 @@ A helper the chat screen owns (`ChatScreen.param_actions`), typed by what it nee
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-from textual.app import App
-from textual.notifications import SeverityLevel
-from textual.widget import Widget
+from typing import TYPE_CHECKING, Protocol
 
 from engine.core.api import ParamError, SamplingParams
 from engine.core.param_steps import (
@@ -26,11 +22,11 @@ from tui.app.screens.chat_biases import BiasActions
 from tui.app.screens.dialogs import ValueDialog
 from tui.app.widgets.candidates import CandidatesPanel
 from tui.app.widgets.params_panel import ParamsPanel
+from tui.app.screens.host import ScreenHost
 
 if TYPE_CHECKING:
     from tui.app.controller import ChatController
 
-W = TypeVar("W", bound=Widget)
 
 HINTS = {
     "seed": "empty or 'random' = a fresh seed each turn",
@@ -40,23 +36,11 @@ HINTS = {
 }
 
 
-class ParamsHost(Protocol):
+class ParamsHost(ScreenHost, Protocol):
     """What the parameter actions need of the chat screen."""
 
     controller: ChatController
     config: Config
-
-    @property
-    def app(self) -> App[Any]: ...
-
-    def query_one(self, selector: type[W]) -> W: ...
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...
-
-    def run_worker(self, work: Any, name: str | None = "", group: str = "default",
-                   description: str = "", exit_on_error: bool = True, start: bool = True,
-                   exclusive: bool = False, thread: bool = False) -> Any: ...
 
 
 class ParamActions:

@@ -9,10 +9,7 @@ candidate is chosen; the rest is here and in `tui.app.previews`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, TypeVar
-
-from textual.notifications import SeverityLevel
-from textual.widget import Widget
+from typing import TYPE_CHECKING, Protocol
 
 from engine.core.api import PreviewRequest, TokenEvent
 from engine.core.chat.conversation import Node
@@ -20,22 +17,16 @@ from tui.app.previews import Previews, PreviewsChanged, branch_tokens
 from tui.app.widgets.candidates import CandidatesPanel
 from tui.app.widgets.previews import PreviewLine, PreviewsPanel
 from tui.app.widgets.transcript import Transcript
+from tui.app.screens.host import ScreenHost
 
 if TYPE_CHECKING:
     from tui.app.controller import ChatController
 
-W = TypeVar("W", bound=Widget)
 
-
-class PreviewHost(Protocol):
+class PreviewHost(ScreenHost, Protocol):
     """What the previews need of the chat screen."""
 
     controller: ChatController
-
-    def query_one(self, selector: type[W]) -> W: ...
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...
 
 
 class PreviewActions:

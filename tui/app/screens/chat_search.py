@@ -11,11 +11,7 @@ A helper the chat screen owns (`ChatScreen.chat_search`), typed by what it needs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-from textual.app import App
-from textual.notifications import SeverityLevel
-from textual.widget import Widget
+from typing import TYPE_CHECKING, Protocol
 
 from engine.core.api import TokenEvent
 from engine.core.chat.search import Match, find, reveal
@@ -24,26 +20,17 @@ from tui.app.screens.dialogs import ValueDialog
 from tui.app.widgets.chat_input import ChatInput
 from tui.app.widgets.message_views import UserView
 from tui.app.widgets.transcript import Transcript
+from tui.app.screens.host import ScreenHost
 
 if TYPE_CHECKING:
     from tui.app.controller import ChatController
 
-W = TypeVar("W", bound=Widget)
 
-
-class SearchHost(Protocol):
+class SearchHost(ScreenHost, Protocol):
     """What the search needs of the chat screen."""
 
     controller: ChatController
     focus_rules: FocusFollowsIntent
-
-    @property
-    def app(self) -> App[Any]: ...
-
-    def query_one(self, selector: type[W]) -> W: ...
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...
 
     def refresh_bindings(self) -> None: ...
 

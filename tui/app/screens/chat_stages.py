@@ -12,39 +12,27 @@ reply was cut to fit the context, another model's ids), and the panel says that 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-from textual.notifications import SeverityLevel
-from textual.widget import Widget
+from typing import TYPE_CHECKING, Protocol
 
 from engine.core.api import EngineError, StageRequest, StageView, TokenEvent
 from engine.core.settings import printable
 from tui.app.stage_request import stage_request
 from tui.app.widgets.candidates import CandidatesPanel
+from tui.app.screens.host import ScreenHost
 
 if TYPE_CHECKING:
     from tui.app.controller import ChatController
     from tui.app.screens.chat_previews import PreviewActions
 
-W = TypeVar("W", bound=Widget)
 
 AGREE = 1e-3  # the largest difference in log p between the recomputed row and the turn's own
 
 
-class StageHost(Protocol):
+class StageHost(ScreenHost, Protocol):
     """What the stage view needs of the chat screen."""
 
     controller: ChatController
     preview_actions: PreviewActions  # `panel_cursor`: the token under the cursor, else the panel's
-
-    def query_one(self, selector: type[W]) -> W: ...
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...
-
-    def run_worker(self, work: Any, name: str | None = "", group: str = "default",
-                   description: str = "", exit_on_error: bool = True, start: bool = True,
-                   exclusive: bool = False, thread: bool = False) -> Any: ...
 
 
 class StageActions:
