@@ -176,3 +176,27 @@ async def test_ctx_follows_a_resumed_chat_and_a_branch_flip(make_app: Any) -> No
         transcript.focus()
         await pilot.press("up", "left_square_bracket")  # the other (longer or shorter) version
         await wait_until(pilot, lambda: ctx(app) != after_regenerate)
+
+
+async def test_the_candidates_columns_stay_put_whatever_the_values() -> None:
+    """Walking or scrolling changed the rows shown, and with them the widest number: the grid
+    moved a column left when every raw value shown was under 10% (a hostile pass saw it jitter)."""
+    import math
+
+    from rich.cells import cell_len
+    from textual.app import App
+
+    from engine.core.api import Candidate, TokenEvent
+    from tui.app.widgets.candidates import CandidatesPanel
+
+    def token(p: float) -> TokenEvent:
+        cands = tuple(Candidate(i, f" t{i}", math.log(p), p) for i in range(3))
+        return TokenEvent(0, 0, " t0", " t0", math.log(p), p, 1, 1.0, cands)
+
+    app: App[None] = App()
+    async with app.run_test(size=(60, 20)) as pilot:
+        panel = CandidatesPanel()
+        await app.mount(panel)
+        await pilot.pause()
+        small, large = (panel._table(token(p)).plain.split("\n")[1:] for p in (0.042, 0.863))
+        assert {cell_len(row) for row in small + large} == {cell_len(large[0])}

@@ -22,6 +22,7 @@ from tui.app.widgets.stage_table import last_offset, stage_table
 from tui.app.widgets.text_grid import grid_text
 
 BAR_WIDTH = 10
+NUMBER_WIDTHS = (6, 7)  # the raw and sampled columns: "100.0%", "sampled" (a scrolled list keeps its columns)
 FIXED_COLUMNS = 19  # key and marker, the two numbers, the gaps between the five columns
 CHARS = 12  # of a candidate's text
 SUMMARY_ROWS = 3  # the token, its probabilities, its rank and entropy
@@ -167,7 +168,7 @@ class CandidatesPanel(Widget, can_focus=True):
             ])
         if not token.candidates:
             rows.append(["", Text("candidates are off (c/C to change)", style="dim")])
-        return grid_text(rows, ("left", "left", "left", "right", "right"))
+        return grid_text(rows, ("left", "left", "left", "right", "right"), (2, chars, bar_width, *NUMBER_WIDTHS))
 
     @staticmethod
     def _more(window: range, count: int) -> str:

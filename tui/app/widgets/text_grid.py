@@ -19,10 +19,13 @@ from rich.text import Text
 Justify = Literal["left", "right"]
 
 
-def grid_text(rows: Sequence[Sequence[Text | str]], justify: Sequence[Justify]) -> Text:
-    """`rows` (each at most ``len(justify)`` cells) as one no-wrap Text, a line per row."""
+def grid_text(rows: Sequence[Sequence[Text | str]], justify: Sequence[Justify],
+              least: Sequence[int] = ()) -> Text:
+    """`rows` (each at most ``len(justify)`` cells) as one no-wrap Text, a line per row; column i
+    is at least ``least[i]`` cells wide, so columns stay put while the rows shown change."""
     cells = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
-    widths = [max((cell_len(row[i].plain) for row in cells if i < len(row)), default=0) for i in range(len(justify))]
+    least = list(least) + [0] * (len(justify) - len(least))
+    widths = [max([least[i], *(cell_len(row[i].plain) for row in cells if i < len(row))]) for i in range(len(justify))]
     out = Text(no_wrap=True, overflow="ellipsis", end="")
     for n, row in enumerate(cells):
         if n:
