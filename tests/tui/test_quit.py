@@ -198,3 +198,23 @@ async def test_discarding_at_the_question_quits(make_app: Any, monkeypatch: pyte
         await pilot.press("d")
         await pilot.pause(0.5)
     assert not app.is_running
+
+
+async def test_discarding_at_the_question_leaves_without_saying_it_was_not_saved(
+        make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user chose D: the exit line said "the conversation could not be saved", as if the
+    choice had not been heard (a hostile pass on a full tmpfs saw it)."""
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    app = make_app(ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "drop me")
+        monkeypatch.setattr(store, "write_text", full)
+        monkeypatch.setattr(app.library, "kept", lambda: False)
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause(0.5)
+    assert not app.is_running
+    assert app.exit_note is None

@@ -225,22 +225,28 @@ class LogitscopeApp(App[None]):
         """Quit at once, mid-stream included; but a chat that neither the library nor a rescue
         file can take (a full disk) is asked about first, as replacing it is: leaving would lose it."""
         if not self._keep_chat():
-            self.chat_screen.conversation_actions.ask_to_keep("Quit", lambda: asyncio.get_running_loop().create_task(self._quit(0)))
+            # the user decides (a copy kept elsewhere, or discarded): leaving does not try again
+            self.chat_screen.conversation_actions.ask_to_keep(
+                "Quit", lambda: asyncio.get_running_loop().create_task(self._quit(0, keep=False)))
             return
         await self._quit(0)
 
-    async def _quit(self, code: int) -> None:
-        await self.shutdown()
+    async def _quit(self, code: int, keep: bool = True) -> None:
+        await self.shutdown(keep)
         self.exit(return_code=code)
 
-    async def shutdown(self) -> None:
-        """Keep the conversation, then close the engine, waiting at most `QUIT_WAIT_S`: a reply
-        still streaming is saved as cancelled, and an engine thread that does not answer (a chat
-        template that loops, a hung load) is left to the OS (`engine_stuck`). Idempotent."""
+    async def shutdown(self, keep: bool = True) -> None:
+        """Keep the conversation (unless the user already decided its fate: `keep` False), then
+        close the engine, waiting at most `QUIT_WAIT_S`: a reply still streaming is saved as
+        cancelled, and an engine thread that does not answer (a chat template that loops, a hung
+        load) is left to the OS (`engine_stuck`). Idempotent."""
         if self._engine_closed:
             return
         self._engine_closed = True
-        self._keep_chat()  # first: whatever the engine does now, the chat is on disk
+        if keep:
+            self._keep_chat()  # first: whatever the engine does now, the chat is on disk
+        else:
+            self.exit_note = None
         self._save_draft()
         try:
             await asyncio.wait_for(asyncio.gather(self.controller.close(), self.chat_screen.second.close_model()),
