@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from rich._wrap import divide_line
+from rich.text import Text
 from rich.style import Style as RichStyle
 from textual.color import Color
 from textual.content import Content
@@ -27,7 +28,7 @@ from tui.app.widgets.transcript import Transcript
 from tui_helpers import SIZE, screen_text, send
 
 PIECES = ["a", "bb", " ", "  ", "\n", "ccc", "dddddddddddddddd", "é", "漢字", " x", "y ", "\n\n", "",
-          " long-word-here", ".", ",", "   ", "\r", "\u200b"]
+          " long-word-here", ".", ",", "   ", "\r", "\u200b", "\t", "a\tb", "\t\t", "漢\t", "\tx\n\t"]
 MARKDOWN = ["**", "`", "# ", "- ", "*", "_"]
 VARIABLES = {"markdown-h1-color": "#ff8800", "text-accent": "#88ff00", "text-primary": "#0088ff"}
 HEAT = HeatPalette(Color.parse("#6b2230"), Color.parse("#5a4716"), Color.parse("#1d4a2c"))
@@ -53,12 +54,25 @@ def _reference(tokens: list[TokenEvent], width: int, cursor: int | None, heat: H
 def _incremental(layout: TokenLayout, tokens: list[TokenEvent], width: int, cursor: int | None,
                  heat: HeatPalette | None) -> list[Strip]:
     styles = [Style.from_rich_style(token_style(t, i, i == cursor, heat)) for i, t in enumerate(tokens)]
-    marks = [(a, b, Style.from_rich_style(style)) for a, b, style in _marks(tokens)]
+    marks = [(layout.expand(a), layout.expand(b), Style.from_rich_style(style)) for a, b, style in _marks(tokens)]
     return [line_strip(layout.line(y), width, BASE, styles.__getitem__, marks) for y in range(layout.height)]
 
 
 def _segments(strips: list[Strip]) -> list[list[Any]]:
-    return [[*strip, strip.cell_length] for strip in strips]
+    """Each line cell by cell: its character, style, token and the text offset a click there
+    selects from (how it is cut into segments is not drawn: an expanded tab is one segment
+    with its text here, two where Textual joined the tab's part and the next)."""
+    lines: list[list[Any]] = []
+    for strip in strips:
+        cells: list[Any] = []
+        for segment in strip:
+            meta = dict(segment.style.meta) if segment.style is not None else {}
+            x, y = meta.pop("offset", (None, None))
+            plain = segment.style.clear_meta_and_links() if segment.style is not None else None
+            for index, char in enumerate(segment.text):
+                cells.append((char, plain, sorted(meta.items()), None if x is None else (x + index, y)))
+        lines.append([*cells, strip.cell_length])
+    return lines
 
 
 def test_paragraph_wrap_matches_rich_divide_line_as_text_grows() -> None:
@@ -125,14 +139,16 @@ def test_appending_to_a_long_paragraph_rewraps_only_its_last_word(monkeypatch: p
     assert changed >= height - 1 and layout.height >= height
 
 
-def _one_line_reply(count: int) -> list[str]:
-    return [f" w{i}" for i in range(count)]
+def _one_line_reply(count: int, tabs: bool = False) -> list[str]:
+    """` w0 w1 ...`, or with a tab before every seventh word (code, a table, a model's noise)."""
+    return [f"\tw{i}" if tabs and i % 7 == 3 else f" w{i}" for i in range(count)]
 
 
-async def test_streamed_chunk_draws_what_textual_would(make_app: Any) -> None:
+@pytest.mark.parametrize("tabs", [False, True], ids=["spaces", "tabs"])
+async def test_streamed_chunk_draws_what_textual_would(make_app: Any, tabs: bool) -> None:
     """In the app (theme colours, widget style, heat, a cursor): every line of a reply built
-    flush by flush equals Textual's render of the same Text."""
-    app = make_app(ScriptedEngine([_one_line_reply(1200)], token_delay=1e-6))
+    flush by flush equals Textual's render of the same Text, tabs expanded as Textual does."""
+    app = make_app(ScriptedEngine([_one_line_reply(1200, tabs)], token_delay=1e-6))
     async with app.run_test(size=SIZE) as pilot:
         app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=1300))
         await send(app, pilot, "go")
@@ -149,9 +165,13 @@ async def test_streamed_chunk_draws_what_textual_would(make_app: Any) -> None:
         assert _segments(drawn) == _segments(expected)
 
 
-async def test_stream_flush_renders_only_new_lines(make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Drawing a streaming reply costs O(its lines), not O(lines x flushes)."""
+@pytest.mark.parametrize("tabs", [False, True], ids=["spaces", "tabs"])
+async def test_stream_flush_renders_only_new_lines(make_app: Any, monkeypatch: pytest.MonkeyPatch, tabs: bool) -> None:
+    """Drawing a streaming reply costs O(its lines), not O(lines x flushes), with tabs in it too
+    (they fell back to rendering the whole chunk at every flush: #31.3)."""
     drawn: list[int] = []
+    whole: list[int] = []
+    monkeypatch.setattr(token_chunk.TokenChunk, "render", lambda chunk: whole.append(1) or Text(""))
     real = token_chunk.line_strip
 
     def counting(line: Any, *args: Any) -> Strip:
@@ -160,7 +180,7 @@ async def test_stream_flush_renders_only_new_lines(make_app: Any, monkeypatch: p
 
     monkeypatch.setattr(token_chunk, "line_strip", counting)
     seen: list[Any] = []
-    app = make_app(ScriptedEngine([_one_line_reply(3000)], token_delay=1e-6))  # one token per loop turn
+    app = make_app(ScriptedEngine([_one_line_reply(3000, tabs)], token_delay=1e-6))  # one token per loop turn
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         app.chat_screen.param_actions.set_params(app.controller.params.with_changes(max_tokens=3100))
         await send(app, pilot, "go")
@@ -168,6 +188,7 @@ async def test_stream_flush_renders_only_new_lines(make_app: Any, monkeypatch: p
         lines = app.screen.query_one(AssistantView)._chunks[0]._layout.height
         assert flushes >= 5 and lines > 100
         assert len(drawn) <= lines + 3 * flushes  # each line once, plus the changing last lines per flush
+        assert not whole  # never the whole chunk again
 
 
 async def test_cursor_deep_in_a_tall_chunk_is_scrolled_into_view(make_app: Any) -> None:

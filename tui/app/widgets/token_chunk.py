@@ -9,7 +9,7 @@ the cursor only restyles (a token that adds no text lights the character it is p
 blank token that ends a line shows a ``↵`` after the line's text, drawn over the empty cell).
 Markdown highlighting (`set_marks`) is styles by text offset, under the tokens' own.
 
-What the cache does not reproduce (a mouse text selection, tabs, unusual text CSS) falls back
+What the cache does not reproduce (a mouse text selection, unusual text CSS) falls back
 to Textual's whole-text render of the same `Text`, which stays the reference for the rest.
 """
 
@@ -46,7 +46,8 @@ class TokenChunk(Widget):
         self._strips: dict[int, Strip] = {}  # by line, valid for `_base` and the layout's width
         self._base: Style | None = None
         self._lit: int | None = None  # the token the cursor lights (see `cursor_cell`)
-        self._marks: list[Mark] = []  # Markdown ranges in the joined texts, by start
+        self._given_marks: list[Mark] = []  # Markdown ranges in the joined texts
+        self._marks: list[Mark] = []  # the same in the layout's offsets (tabs expanded), by start
         self._mark_starts: list[int] = []
         self._mark_styles: dict[Role, Style] = {}
 
@@ -87,11 +88,18 @@ class TokenChunk(Widget):
 
     def set_marks(self, marks: list[Mark]) -> None:
         """Markdown ranges, offsets in this chunk's joined texts; only styles change."""
-        self._marks = sorted(marks, key=lambda mark: mark[0])
-        self._mark_starts = [mark[0] for mark in self._marks]
+        self._given_marks = marks
+        self._place_marks()
         self._mark_styles.clear()
         self._strips.clear()
         self.refresh()
+
+    def _place_marks(self) -> None:
+        """The marks in the layout's offsets (a tab is wider there than in the texts)."""
+        expand = self._layout.expand
+        self._marks = sorted(((expand(start), expand(end), role) for start, end, role in self._given_marks),
+                             key=lambda mark: mark[0])
+        self._mark_starts = [mark[0] for mark in self._marks]
 
     def _light(self) -> None:
         """Restyle the token the cursor lights, when it is another than the cursor's own."""
@@ -128,6 +136,7 @@ class TokenChunk(Widget):
         width, self._layout = self._layout.width, TokenLayout()
         self._layout.append(texts)
         self._layout.set_width(width)
+        self._place_marks()
         self._strips.clear()
         self.refresh(layout=True)
 
@@ -136,13 +145,13 @@ class TokenChunk(Widget):
     def _full_render(self) -> bool:
         """Whether to let Textual render the whole text (what the line cache does not mirror)."""
         styles = self.styles
-        return (self.text_selection is not None or self._layout.tabs
+        return (self.text_selection is not None
                 or styles.text_align not in ("left", "start") or styles.text_overflow != "fold"
                 or styles.text_wrap != "wrap" or styles.line_pad != 0)
 
     def render(self) -> Text:
         """The whole chunk as one Text: the full render's input (and what a selection copies)."""
-        marks = [(start, end, self._mark_style(role).rich_style) for start, end, role in self._marks]
+        marks = [(start, end, self._mark_style(role).rich_style) for start, end, role in self._given_marks]
         return render_tokens(self._tokens[self.start:self.end], self.start, self._lit, self.heat, marks)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:

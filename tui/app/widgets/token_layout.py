@@ -6,6 +6,11 @@ reply then makes the screen fall behind. Textual wraps each paragraph with rich'
 appended, so `ParagraphWrap` keeps them and re-divides from that word only. `line_strip` then
 renders one line exactly as `Content.render_strips` renders it inside a whole paragraph (the
 tests compare both), so the screen looks the same as a full render.
+
+Tabs are expanded as Textual expands them (`Content.expand_tabs`, before it wraps: to the next
+multiple of 8 cells from the paragraph's start). As text is only ever appended, a tab's width
+never changes once laid out; the layout's offsets are of the expanded text (`expand` maps an
+offset in the joined token texts there), and a tab's spaces belong to its token.
 """
 
 from __future__ import annotations
@@ -22,6 +27,28 @@ from textual.strip import Strip
 from textual.style import Style
 
 _WORD = re.compile(r"\s*\S+\s*")  # rich._wrap's word: the word, its spaces before and after
+TAB_SIZE = 8  # Textual's for a widget's content (`Content._wrap_and_format`)
+
+
+def expand_tabs(piece: str, column: int) -> tuple[str, list[tuple[int, int]]]:
+    """`piece` with each tab made spaces up to the next tab stop, `piece` starting `column`
+    cells into its paragraph: what `Content.expand_tabs` makes of it (a tab always takes at
+    least one cell); and (offset in `piece`, spaces) for each tab."""
+    parts = piece.split("\t")
+    out: list[str] = []
+    tabs: list[tuple[int, int]] = []
+    offset = 0
+    for number, part in enumerate(parts):
+        out.append(part)
+        column += cell_len(part)
+        offset += len(part)
+        if number < len(parts) - 1:
+            spaces = TAB_SIZE - column % TAB_SIZE
+            out.append(" " * spaces)
+            tabs.append((offset, spaces))
+            column += spaces
+            offset += 1
+    return "".join(out), tabs
 
 
 def _place(word: str, start: int, offset: int, width: int, breaks: list[int]) -> int:
@@ -76,8 +103,9 @@ class ParagraphWrap:
 class _Paragraph:
     """Text between newlines, with the token each piece of it came from."""
 
-    offset: int = 0  # where the paragraph starts in the joined token texts
-    text: str = ""
+    offset: int = 0  # where the paragraph starts in the joined (tab-expanded) token texts
+    text: str = ""  # tabs expanded
+    cells: int = 0  # the cell length of `text`
     starts: list[int] = field(default_factory=list)  # piece starts (pieces are never empty)
     ends: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
@@ -86,6 +114,7 @@ class _Paragraph:
     def add(self, piece: str, token: int) -> None:
         self.starts.append(len(self.text))
         self.text += piece
+        self.cells += cell_len(piece)
         self.ends.append(len(self.text))
         self.tokens.append(token)
 
@@ -106,7 +135,7 @@ class Line:
     y: int
     last: bool  # the paragraph's last line (its trailing spaces are kept)
     spans: list[tuple[int, int, int]]
-    at: int = 0  # where the line starts in the joined token texts
+    at: int = 0  # where the line starts in the joined token texts, tabs expanded
 
 
 class TokenLayout:
@@ -118,9 +147,11 @@ class TokenLayout:
 
     def __init__(self) -> None:
         self.texts: list[str] = []  # the text shown for each token, in order
-        self.chars = 0  # the length of the joined texts
+        self.chars = 0  # the length of the joined texts, tabs expanded
         self.width = 0  # 0: not laid out yet
-        self.tabs = False  # a tab needs Textual's tab expansion, which this layout does not do
+        self._joined = 0  # the length of the joined texts as given
+        self._tab_at: list[int] = []  # where each tab is in the joined texts as given
+        self._tab_extra: list[int] = []  # the cells all tabs up to this one add (beyond their own)
         self._paragraphs = [_Paragraph()]
         self._lines: list[tuple[int, int]] = []  # (paragraph, start offset) of every line
         self._first: list[int] = []  # the index in _lines of each paragraph's first line
@@ -149,6 +180,11 @@ class TokenLayout:
         self._relayout(0)
         return True
 
+    def expand(self, offset: int) -> int:
+        """An offset in the joined token texts as given, in the layout's (tabs expanded)."""
+        before = bisect_left(self._tab_at, offset)
+        return offset + (self._tab_extra[before - 1] if before else 0)
+
     def lines_of(self, token: int) -> range:
         """The lines holding some of `token`'s text (empty when not laid out)."""
         if not self.width or not 0 <= token < len(self._where):
@@ -172,17 +208,25 @@ class TokenLayout:
     def _add(self, text: str) -> None:
         token = len(self.texts)
         self.texts.append(text)
-        self.tabs = self.tabs or "\t" in text
         self._where.append((len(self._paragraphs) - 1, len(self._paragraphs[-1].text)))
-        at = self.chars
+        at, joined = self.chars, self._joined
         for number, piece in enumerate(text.split("\n")):
             if number:
-                at += 1  # the newline
+                at, joined = at + 1, joined + 1  # the newline
                 self._paragraphs.append(_Paragraph(at))
             if piece:
-                self._paragraphs[-1].add(piece, token)
-                at += len(piece)
-        self.chars = at
+                paragraph = self._paragraphs[-1]
+                shown = piece
+                if "\t" in piece:
+                    shown, tabs = expand_tabs(piece, paragraph.cells)
+                    extra = self._tab_extra[-1] if self._tab_extra else 0
+                    for offset, spaces in tabs:
+                        extra += spaces - 1
+                        self._tab_at.append(joined + offset)
+                        self._tab_extra.append(extra)
+                paragraph.add(shown, token)
+                at, joined = at + len(shown), joined + len(piece)
+        self.chars, self._joined = at, joined
 
     def _line_at(self, paragraph: int, offset: int) -> int:
         breaks = self._paragraphs[paragraph].wrap.breaks  # type: ignore[union-attr]
@@ -222,7 +266,7 @@ class TokenLayout:
 
 def line_strip(line: Line, width: int, base: Style, style_of: Callable[[int], Style],
                marks: Sequence[tuple[int, int, Style]] = ()) -> Strip:
-    """One line as Textual renders it in a paragraph (left aligned, folded, no tabs).
+    """One line as Textual renders it in a paragraph (left aligned, folded, tabs expanded).
 
     Mirrors `Content._wrap_and_format` and `_FormattedLine.to_strip`: a line that is not its
     paragraph's last loses its trailing spaces, each segment carries its (x, y) offset for
