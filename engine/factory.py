@@ -26,6 +26,7 @@ class EngineChoice:
     scripted: bool = False  # the scripted test double instead of a model (tests, screenshots)
     scripted_delay_s: float = 0.02  # its time between tokens
     disk_cache: bool = True  # keep recent histories' KV caches on disk (off for throwaway runs)
+    own_process: bool = False  # the local engine in a process of its own (the app: `engine.process`)
 
 
 def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> EngineAPI:
@@ -43,6 +44,10 @@ def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> Engin
 
         engine = replace(config.engine, server=server, tokenizer=choice.tokenizer or config.engine.tokenizer)
         return remote_engine(engine)
+    if choice.own_process:
+        from engine.process import LocalSetup, ProcessEngine
+
+        return ProcessEngine(LocalSetup(config.model, choice.gguf_threads, choice.disk_cache))
     return local_engine(config.model, threads=choice.gguf_threads, disk_cache=choice.disk_cache)
 
 

@@ -50,13 +50,20 @@ def _use_fake(args: argparse.Namespace) -> bool:
     return bool(args.fake_engine) or os.environ.get("LOGITSCOPE_FAKE_ENGINE", "") not in ("", "0")
 
 
+def engine_in_process() -> bool:
+    """LOGITSCOPE_ENGINE_PROCESS=0: the engine on a thread of the app's own process (debugging,
+    a platform where a second process is unwelcome, the bench's comparison)."""
+    return os.environ.get("LOGITSCOPE_ENGINE_PROCESS", "").strip().lower() in ("0", "off", "no", "false")
+
+
 def build_app(args: argparse.Namespace, refuse: "Callable[[str], None] | None" = None) -> "LogitscopeApp | int":
     """The app for `args`, or the exit status of a bad flag (said in one line, through `refuse`).
 
-    The engine's thread is not started here: the app starts the load after its first paint.
-    Started at once (tried for #30.8), its MLX and mlx-lm import shared the interpreter lock with
-    Textual's import and layout and, on a busy 2-core machine, made both later: first paint
-    4.3-9.8 s -> 12.9-19.6 s, ready 18-22 s -> 20-30 s in alternating rounds."""
+    A local engine runs in a process of its own (`engine.process`), started here: its MLX and
+    mlx-lm imports run while this process imports Textual and paints (the app asks for the load
+    after its first paint). In one process (tried for #30.8) both shared one interpreter lock and,
+    on a busy 2-core machine, made each other later. LOGITSCOPE_ENGINE_PROCESS=0 keeps the engine
+    on a thread of the app's process (`engine_in_process`)."""
     from engine.core.settings import load_config, parse_gguf_threads
 
     say = refuse or (lambda line: print(f"logitscope: {line}", file=sys.stderr))
@@ -71,7 +78,8 @@ def build_app(args: argparse.Namespace, refuse: "Callable[[str], None] | None" =
 
     choice = EngineChoice(server=args.server or None, tokenizer=args.tokenizer, gguf_threads=threads,
                           scripted=_use_fake(args),
-                          scripted_delay_s=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")))
+                          scripted_delay_s=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")),
+                          own_process=not engine_in_process())
     try:
         engine = build_engine(loaded.config, choice)
     except EngineError as error:

@@ -80,6 +80,12 @@ class Engine:
         """Identity of the thread that runs every MLX call (None before first use)."""
         return self._worker.thread_id if self._worker is not None else None
 
+    def start(self) -> None:
+        """Start the engine thread now: its imports (MLX, mlx-lm, transformers: seconds of CPU)
+        then run before the first load asks for them (the engine process starts it at once,
+        while the app imports Textual). Without it the thread starts on first use."""
+        self._ensure_worker()
+
     async def load(
         self, model: str, *, trust_remote_code: bool = False, on_progress: ProgressCallback | None = None
     ) -> ModelInfo:

@@ -73,14 +73,16 @@ async def _in_app(model: str, tokens: int, seed: int, size: tuple[int, int]) -> 
     from textual import events
 
     from engine.core.settings import load_config
-    from engine.factory import build_engine
+    from engine.factory import EngineChoice, build_engine
     from tui.app.application import LogitscopeApp, tune_for_streaming
+    from tui.launch import engine_in_process
     from tui.app.widgets.chat_input import ChatInput
 
     tune_for_streaming()  # as `logitscope` itself does
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(_config(Path(tmp), tokens, seed))
-        app = LogitscopeApp(build_engine(config.config), config, model=model, config_dir=Path(tmp) / "cfg", save_dir=Path(tmp))
+        engine = build_engine(config.config, EngineChoice(own_process=not engine_in_process()))  # as `logitscope`
+        app = LogitscopeApp(engine, config, model=model, config_dir=Path(tmp) / "cfg", save_dir=Path(tmp))
         async with app.run_test(size=size) as pilot:
             await _until(lambda: app.engine.model is not None, 300)
             app.screen.query_one(ChatInput).focus()

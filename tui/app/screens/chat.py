@@ -228,7 +228,10 @@ class ChatScreen(Screen[None]):
     def _failed(self, event: msg.GenerationFailed) -> None:
         if event.node is not None:
             self._end_stream(event.node)
-        self.query_one(StatusBar).state = "error"
+        bar = self.query_one(StatusBar)
+        bar.state = "error"
+        if self.controller.engine.model is None:  # the engine lost its model (its process ended)
+            bar.show_no_model()
         self.notify(event.error, title="Generation failed", severity="error", timeout=15)
 
     def _end_stream(self, node: Node) -> None:
