@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.api import EngineAPI
-from engine.core.settings import Config, ModelConfig
+from engine.core.settings import Config
 
 
 @dataclass(frozen=True)
@@ -48,25 +48,20 @@ def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> Engin
         from engine.process import LocalSetup, ProcessEngine
 
         return ProcessEngine(LocalSetup(config.model, choice.gguf_threads, choice.disk_cache))
+    from engine.gguf.local_engine import local_engine
+
     return local_engine(config.model, threads=choice.gguf_threads, disk_cache=choice.disk_cache)
 
 
-def local_engine(model: ModelConfig = ModelConfig(), *, threads: int | None = None, disk_cache: bool = False,
-                 warm_on_load: bool = True) -> EngineAPI:
-    """The engine for models on this machine, whatever the first one is: MLX folders, hub repos
-    and the demo through mlx-lm, ``.gguf`` files through llama.cpp, on one engine thread, so the
-    model picker can switch from the demo to a GGUF file and back in one session (a GGUF file
-    without the [gguf] extra is refused at load, in one line saying how to install it).
-    `threads`: llama.cpp's (None: [model] gguf_threads; 0: automatic, measured at each load
-    unless LOGITSCOPE_GGUF_THREADS says)."""
-    from engine.core.settings import kv_cache_dir
-    from engine.gguf import GgufLoader, env_threads
-    from engine.local.client import Engine
+def __getattr__(name: str) -> Any:
+    """`engine.factory.local_engine` (the front ends' name for `engine.gguf.local_engine`),
+    imported when first asked for, so that importing the factory stays light (the app imports
+    it before its first paint)."""
+    if name == "local_engine":
+        from engine.gguf.local_engine import local_engine
 
-    chosen = model.gguf_threads if threads is None else threads
-    return Engine(max_context=model.max_context, fast_blas=model.fast_blas, compute_dtype=model.compute_dtype,
-                  fast_layers=model.fast_layers, kv_cache_dir=kv_cache_dir() if disk_cache else "",
-                  loaders=(GgufLoader(chosen or env_threads()),), warm_on_load=warm_on_load)
+        return local_engine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def speed_layer(fast_blas: bool, fast_layers: bool) -> Any:

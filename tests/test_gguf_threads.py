@@ -6,6 +6,8 @@ No model is loaded: the engines are built, not started.
 
 from __future__ import annotations
 
+import asyncio
+
 import argparse
 import importlib.util
 from pathlib import Path
@@ -17,6 +19,7 @@ from tui.headless import run
 from engine.factory import local_engine
 from engine.gguf.threads import candidate_threads, remember_threads, remembered_threads, threads_key
 from engine.local.firstturn import pick_fastest
+from engine.process import ProcessEngine
 from engine.gguf import GgufLoader, default_threads
 from engine.local.client import Engine
 from engine.core.settings import load_config, parse_gguf_threads
@@ -56,7 +59,10 @@ def test_zero_means_the_environment_then_a_measurement(monkeypatch: pytest.Monke
 
 
 def _threads(engine: Any) -> int:
-    """llama.cpp's thread count of a local engine (its GGUF loader's)."""
+    """llama.cpp's thread count of a local engine (its GGUF loader's), in this process or in the
+    engine process the app starts (the engine its set-up builds there)."""
+    if isinstance(engine, ProcessEngine):
+        engine = engine.setup.build()
     assert isinstance(engine, Engine)
     return next(loader.threads for loader in engine.loaders if isinstance(loader, GgufLoader))
 
@@ -69,7 +75,11 @@ def _tui_engine(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, 
     built: list[Any] = []
     monkeypatch.setattr(LogitscopeApp, "run", lambda self: built.append(self.engine))
     monkeypatch.delenv("LOGITSCOPE_FAKE_ENGINE", raising=False)
-    return cli.main(argv), (built[0] if built else None)
+    code = cli.main(argv)
+    for engine in built:
+        if isinstance(engine, ProcessEngine):
+            asyncio.run(engine.close())  # the app did not run: nobody else ends its process
+    return code, (built[0] if built else None)
 
 
 def test_logitscope_takes_the_flag_over_the_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

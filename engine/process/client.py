@@ -61,6 +61,11 @@ class ProcessEngine:
         return self._model
 
     @property
+    def setup(self) -> EngineSetup:
+        """What the process was told to build (the engine it runs)."""
+        return self._setup
+
+    @property
     def pid(self) -> int | None:
         """The engine process's id while it runs (tests, the bench)."""
         child = self._child

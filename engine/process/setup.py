@@ -22,7 +22,7 @@ class LocalSetup:
     disk_cache: bool = True  # recent histories' KV caches on disk
 
     def build(self) -> EngineAPI:
-        from engine.factory import local_engine
+        from engine.gguf.local_engine import local_engine
 
         return local_engine(self.model, threads=self.threads, disk_cache=self.disk_cache)
 

@@ -105,6 +105,7 @@ async def test_without_the_extra_the_pick_says_how_to_install_it(gguf_folder: Pa
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "config.toml"
     config.write_text("", encoding="utf-8")
+    monkeypatch.setenv("LOGITSCOPE_ENGINE_PROCESS", "0")  # the engine in this process, where llama_cpp is hidden
     engine = _engine_from_cli(monkeypatch, config)
     app = _app(engine, config, tmp_path)
     try:

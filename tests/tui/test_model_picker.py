@@ -4,12 +4,16 @@ working app with "no model loaded", and the status bar says which dtype and BLAS
 
 from __future__ import annotations
 
+import asyncio
+
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.widgets import Input, OptionList
+
+from engine.process import LocalSetup, ProcessEngine
 
 from engine.models import hub
 from engine.core.api import ModelInfo
@@ -208,10 +212,29 @@ def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPat
     config = tmp_path / "c.toml"
     config.write_text('[model]\nmax_context = 1234\nfast_blas = false\ncompute_dtype = "float16"\n'
                       "trust_remote_code = true\nfast_layers = false\n", encoding="utf-8")
+    made: list[object] = []
+    real_setup = ProcessEngine.__init__
+
+    def spawned(self: ProcessEngine, setup: LocalSetup, **kw: object) -> None:
+        made.append(setup)
+        real_setup(self, setup, **kw)
+        asyncio.run(self.close())  # the app does not run here: end its process at once
+
+    monkeypatch.setattr(ProcessEngine, "__init__", spawned)
+    assert cli.main(["--config", str(config)]) == 0  # the default: the engine process gets the settings
+    assert len(made) == 1 and isinstance(made[0], LocalSetup)
+    assert (made[0].model.max_context, made[0].model.fast_blas, made[0].model.compute_dtype) == (1234, False, "float16")
+    assert not made[0].model.fast_layers
+    made[0].build()  # what the process builds from it: the engine built in-process below
+    from_process = list(built)
+    built.clear()
+    monkeypatch.setenv("LOGITSCOPE_ENGINE_PROCESS", "0")  # in this process: the same engine, built here
+    ran.clear()
     assert cli.main(["--config", str(config)]) == 0
     assert built == [{"max_context": 1234, "fast_blas": False, "compute_dtype": "float16", "fast_layers": False,
                       "kv_cache_dir": "", "warm_on_load": True,  # the suite turns the disk KV cache off (conftest)
                       "threads": [env_threads()]}]  # 0 unless the environment sets it: measured at the load (#31.1)
+    assert from_process == built
     assert ran == [True]
 
 
