@@ -84,3 +84,20 @@ async def test_a_dead_engine_process_is_one_line_and_the_chat_stays(make_app: An
         await send(app, pilot, "again")
         assert app.controller.conversation.path()[-1].version.tokens
         await app.action_quit()
+
+
+async def test_an_engine_process_lost_while_idle_shows_at_the_next_send(make_app: Any) -> None:
+    """Killed between replies: the next message is given back to the input with one line, and the
+    status bar stops naming a model that is gone."""
+    engine = ProcessEngine(ScriptedSetup())
+    app = make_app(engine)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_idle(app, pilot)
+        os.kill(engine.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        await wait_until(pilot, lambda: engine.model is None)
+        app.screen.query_one("ChatInput").focus()
+        await pilot.press(*"still there?", "enter")
+        await pilot.pause()
+        assert app.screen.query_one("ChatInput").text == "still there?"
+        assert "no model loaded" in screen_text(app)
+        await app.action_quit()

@@ -258,6 +258,7 @@ class ChatScreen(Screen[None]):
             why = "A model is loading: send when it is ready."
         elif self.controller.engine.model is None:
             why = "No model is loaded: 'Switch model…' in the command palette picks one."
+            self.query_one(StatusBar).show_no_model()  # it may have been lost since (the engine process ended)
         else:
             self.query_one(Transcript).clear()
             self.controller.send(event.text)
