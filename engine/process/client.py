@@ -291,8 +291,8 @@ class _Child:
         self._stderr: deque[str] = deque(maxlen=STDERR_TAIL)
         self._gone = ""
         self.alive = True
-        self.send(encode(setup))
         self._died = died
+        self.send(encode(setup))
         threading.Thread(target=self._read, args=(arrived,), name="logitscope-engine-answers", daemon=True).start()
         threading.Thread(target=self._drain_stderr, name="logitscope-engine-stderr", daemon=True).start()
 
@@ -317,11 +317,11 @@ class _Child:
         self.alive = False
         if self.process.poll() is None:
             self.process.kill()
-        for stream in (self.process.stdin,):
-            try:
-                stream and stream.close()
-            except OSError:
-                pass
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:  # a broken pipe: the process is gone already
+            pass
 
     def why_gone(self) -> str:
         return self._gone or "The engine process has ended."
