@@ -199,3 +199,30 @@ async def test_a_real_model_in_the_process_gives_the_numbers_it_gives_in_process
         assert len(ours) == 24 and theirs == ours
     finally:
         await asyncio.gather(here.close(), there.close())
+
+
+async def test_previews_and_stages_through_the_process_are_the_in_process_ones() -> None:
+    """What-if previews stream across whole (every row's tokens, then the closing record), and a
+    stage view and a score come back as the in-process engine gives them."""
+    from engine.core.api import PreviewRequest, ScoreRequest, StageRequest
+
+    here = ScriptedEngine()
+    there = ProcessEngine(ScriptedSetup())
+    try:
+        await here.load("demo")
+        await there.load("demo")
+        first = [e for e in await _events(here, GenerateRequest(ASK.messages, SamplingParams(max_tokens=4)))
+                 if isinstance(e, TokenEvent)]
+        await _events(there, GenerateRequest(ASK.messages, SamplingParams(max_tokens=4)))
+        partial = Message("assistant", first[0].text, (first[0].id,))
+        request = PreviewRequest(ASK.messages + (partial,), tuple(c.id for c in first[1].candidates[:3]), tokens=4)
+        ours = [e async for e in here.preview(request)]
+        theirs = [e async for e in there.preview(request)]
+        assert theirs == ours and len(ours) > 1
+        score = ScoreRequest(ASK.messages)
+        assert await there.score(score) == await here.score(score)
+        stage = StageRequest(ASK.messages, (first[0].id,), SamplingParams(max_tokens=4),
+                             tuple(c.id for c in first[0].candidates[:3]))
+        assert await there.stages(stage) == await here.stages(stage)
+    finally:
+        await there.close()
