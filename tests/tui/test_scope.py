@@ -31,6 +31,15 @@ def scored(app: Any) -> bool:
     return bool(app.screen.query(UserView)) and bool(user_view(app).tokens)
 
 
+async def drawn_chunk(app: Any, pilot: Any) -> Any:
+    """The user's tokens as drawn: scored, mounted and laid out (scores arrive before the view
+    redraws, and a click on a chunk not laid out yet lands nowhere)."""
+    await wait_until(pilot, lambda: scored(app))
+    await wait_until(pilot, lambda: (c := user_view(app)._chunk) is not None and c.region.width > 0)
+    await pilot.pause()
+    return user_view(app)._chunk
+
+
 def panel_text(app: Any) -> str:
     rendered = app.screen.query_one(CandidatesPanel).render().renderables
     return "\n".join(str(part) for part in rendered[:2])  # the numbers, and the probe's row when there is one
@@ -63,7 +72,7 @@ async def test_the_heatmap_colours_the_users_text(make_app: Any) -> None:
     app = make_app(ScriptedEngine(scored={"cat": ScriptedToken("cat", 0.05)}))
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "the cat sat")
-        await wait_until(pilot, lambda: scored(app))
+        await drawn_chunk(app, pilot)
         await pilot.press("escape", "f3")
         chunk = user_view(app)._chunk
         await wait_until(pilot, lambda: chunk is not None and chunk.heat is not None)
@@ -75,8 +84,7 @@ async def test_a_click_on_a_users_token_selects_it(make_app: Any) -> None:
     app = make_app(ScriptedEngine(scored=CAT))
     async with app.run_test(size=SIZE) as pilot:
         await send(app, pilot, "the cat sat")
-        await wait_until(pilot, lambda: scored(app))
-        chunk = user_view(app)._chunk
+        chunk = await drawn_chunk(app, pilot)
         await pilot.click(chunk, offset=(5, 0))
         user = app.controller.conversation.path()[-2]
         await wait_until(pilot, lambda: app.screen.query_one(Transcript).cursor == (user, 1))
