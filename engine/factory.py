@@ -10,10 +10,13 @@ settings. Importing this module imports neither MLX nor llama.cpp.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.api import EngineAPI
 from engine.core.settings import Config
+
+if TYPE_CHECKING:
+    from engine.process.spawn import Spawned
 
 
 @dataclass(frozen=True)
@@ -27,16 +30,19 @@ class EngineChoice:
     scripted_delay_s: float = 0.02  # its time between tokens
     disk_cache: bool = True  # keep recent histories' KV caches on disk (off for throwaway runs)
     own_process: bool = False  # the local engine in a process of its own (the app: `engine.process`)
+    spawned: "Spawned | None" = None  # that process, started before the config was read (discarded if unused)
 
 
 def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> EngineAPI:
     """The engine for `config` and `choice`. Raises EngineError (one line) for a server URL that
     is not one."""
+    server = choice.server if choice.server is not None else config.engine.server
+    if choice.spawned is not None and (choice.scripted or server or not choice.own_process):
+        choice.spawned.discard()  # started early for a local engine, and the engine is not one
     if choice.scripted:
         from engine.scripted import ScriptedEngine
 
         return ScriptedEngine(token_delay=choice.scripted_delay_s)
-    server = choice.server if choice.server is not None else config.engine.server
     if server:
         from dataclasses import replace
 
@@ -47,7 +53,7 @@ def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> Engin
     if choice.own_process:
         from engine.process import LocalSetup, ProcessEngine
 
-        return ProcessEngine(LocalSetup(config.model, choice.gguf_threads, choice.disk_cache))
+        return ProcessEngine(LocalSetup(config.model, choice.gguf_threads, choice.disk_cache), spawned=choice.spawned)
     from engine.gguf.local_engine import local_engine
 
     return local_engine(config.model, threads=choice.gguf_threads, disk_cache=choice.disk_cache)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from tui.cli_parser import OneLineParser, nonblank
 
 if TYPE_CHECKING:
+    from engine.process.spawn import Spawned
     from tui.app.application import LogitscopeApp
 
 
@@ -63,7 +64,30 @@ def build_app(args: argparse.Namespace, refuse: "Callable[[str], None] | None" =
     mlx-lm imports run while this process imports Textual and paints (the app asks for the load
     after its first paint). In one process (tried for #30.8) both shared one interpreter lock and,
     on a busy 2-core machine, made each other later. LOGITSCOPE_ENGINE_PROCESS=0 keeps the engine
-    on a thread of the app's process (`engine_in_process`)."""
+    on a thread of the app's process (`engine_in_process`).
+
+    That process is started first of all, before the config is read (`engine.process.spawn`):
+    its own start then overlaps the app's. Whatever way this returns without an engine that took
+    it (a refused flag, a server in the config), it is discarded."""
+    spawned = _spawn_early(args)
+    try:
+        return _build_app(args, refuse, spawned)
+    finally:
+        if spawned is not None and not spawned.taken:
+            spawned.discard()
+
+
+def _spawn_early(args: argparse.Namespace) -> "Spawned | None":
+    """The engine process, when the flags alone say the engine will be a local one in a process."""
+    if _use_fake(args) or args.server or engine_in_process():
+        return None
+    from engine.process.spawn import spawn
+
+    return spawn()
+
+
+def _build_app(args: argparse.Namespace, refuse: "Callable[[str], None] | None",
+               spawned: "Spawned | None") -> "LogitscopeApp | int":
     from engine.core.settings import load_config, parse_gguf_threads
 
     say = refuse or (lambda line: print(f"logitscope: {line}", file=sys.stderr))
@@ -79,12 +103,17 @@ def build_app(args: argparse.Namespace, refuse: "Callable[[str], None] | None" =
     choice = EngineChoice(server=args.server or None, tokenizer=args.tokenizer, gguf_threads=threads,
                           scripted=_use_fake(args),
                           scripted_delay_s=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")),
-                          own_process=not engine_in_process())
+                          own_process=not engine_in_process(), spawned=spawned)
     try:
         engine = build_engine(loaded.config, choice)
     except EngineError as error:
         say(str(error))
         return 2
+    model = args.model or loaded.config.model.default
+    trust = loaded.config.model.trust_remote_code if args.trust_remote_code is None else args.trust_remote_code
+    preload = getattr(engine, "preload", None)
+    if callable(preload) and os.environ.get("XPRE") != "0":  # the engine process loads while Textual imports (engine.process.preload)
+        preload(model, trust_remote_code=trust)
     from tui.app.application import LogitscopeApp
 
-    return LogitscopeApp(engine, loaded, model=args.model, trust_remote_code=args.trust_remote_code)
+    return LogitscopeApp(engine, loaded, model=model, trust_remote_code=trust)

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any, BinaryIO, Callable
 
 from engine.core.api import EngineAPI
+from engine.process.preload import Preload
 from engine.process.wire import WireClosed, encode, portable, read_frame
 
 CALLS = frozenset({"load", "score", "probe", "count_tokens", "token_ids", "stages"})  # coroutines, one result
@@ -39,6 +40,8 @@ class Server:
         self._out = out
         self._write = threading.Lock()  # frames from the loop and from progress callbacks
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._preload: Preload | None = None  # the first load, begun before the app asked
+        self._load_asked = False  # a head start only before the app's first load
         self.closing = asyncio.Event()
 
     def send(self, item: object) -> None:
@@ -54,8 +57,9 @@ class Server:
         if kind == "call" and frame[2] in CALLS:
             _, rid, method, args, kwargs = frame
             if method == "load":
-                kwargs = {**kwargs, "on_progress": lambda progress, rid=rid: self.send(("progress", rid, progress))}
-            self._start(rid, self._answer(rid, getattr(self.engine, method)(*args, **kwargs)))
+                self._start(rid, self._answer(rid, self._load(rid, args, kwargs)))
+            else:
+                self._start(rid, self._answer(rid, getattr(self.engine, method)(*args, **kwargs)))
         elif kind == "stream" and frame[2] in STREAMS:
             _, rid, method, request = frame
             self._start(rid, self._relay(rid, getattr(self.engine, method)(request)))
@@ -66,12 +70,27 @@ class Server:
             task = self._tasks.get(frame[1])
             if task is not None:
                 task.cancel()
+        elif kind == "preload" and self._preload is None and not self._load_asked:
+            _, model, trust_remote_code = frame
+            self._preload = Preload(self.engine, model, bool(trust_remote_code))
         elif kind == "params":
             self.engine.set_params(frame[1])
         elif kind == "cancel":
             self.engine.cancel()
         elif kind == "close":
             self.closing.set()
+
+    def _load(self, rid: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The app's load: the head start when it asks for the same model, else a load of its own."""
+        def progress(progress: Any) -> None:
+            self.send(("progress", rid, progress))
+        self._load_asked = True
+        preload, self._preload = self._preload, None
+        if preload is not None:
+            if preload.matches(args, kwargs):
+                return preload.join(progress)
+            preload.abandon()
+        return self.engine.load(*args, **{**kwargs, "on_progress": progress})
 
     def _start(self, rid: int, work: Any) -> None:
         task = asyncio.get_running_loop().create_task(work)

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import subprocess
 import sys
 import threading
 from collections import deque
-from pathlib import Path
 from typing import Any, AsyncGenerator, Callable, Sequence
 
 from engine.core.api import (
@@ -33,6 +31,7 @@ from engine.core.api import (
 )
 from engine.core.text import printable
 from engine.process.setup import EngineSetup
+from engine.process.spawn import Spawned, spawn
 from engine.process.wire import WireClosed, encode, read_frame
 
 CLOSE_WAIT_S = 6.0  # the child's own close is bounded at 5 s; then it is killed
@@ -44,7 +43,9 @@ Deliver = Callable[[Any], None]
 class ProcessEngine:
     """The engine described by `setup`, run in a child process (see the module's docstring)."""
 
-    def __init__(self, setup: EngineSetup, *, python: str = sys.executable) -> None:
+    def __init__(self, setup: EngineSetup, *, python: str = sys.executable, spawned: Spawned | None = None) -> None:
+        """`spawned`: a process already started (`engine.process.spawn`, before the app read its
+        config); it is told `setup` now. Without it, one is started here."""
         self._setup = setup
         self._python = python
         self._model: ModelInfo | None = None
@@ -53,7 +54,7 @@ class ProcessEngine:
         self._routes: dict[int, tuple[asyncio.AbstractEventLoop, Deliver]] = {}
         self._lock = threading.Lock()  # guards `_routes`, `_child` and the writes
         self._child: _Child | None = None
-        self._start_child()
+        self._start_child(spawned)
 
     @property
     def model(self) -> ModelInfo | None:
@@ -84,6 +85,12 @@ class ProcessEngine:
         assert isinstance(info, ModelInfo)
         self._model = info
         return info
+
+    def preload(self, model: str, *, trust_remote_code: bool = False) -> None:
+        """Begin loading `model` in the engine process now, as soon as its imports are done: the
+        `load` of the same model that follows (the app's, after its first paint) joins it rather
+        than starting then (`engine.process.preload`). Only the first process takes a head start."""
+        self._send(("preload", model, trust_remote_code))
 
     def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         """Start one turn now (the request is sent before this returns); leaving early stops it."""
@@ -162,8 +169,9 @@ class ProcessEngine:
         finally:
             child.kill()
 
-    def _start_child(self) -> "_Child":
-        child = _Child(self._python, self._setup, self._arrived, self._died)
+    def _start_child(self, spawned: Spawned | None = None) -> "_Child":
+        process = (spawned or spawn(self._python)).take()
+        child = _Child(process, self._setup, self._arrived, self._died)
         self._child = child
         return child
 
@@ -279,14 +287,9 @@ class ProcessEngine:
 class _Child:
     """One engine process: its pipes, the thread reading its answers, the tail of its stderr."""
 
-    def __init__(self, python: str, setup: EngineSetup, arrived: Deliver,
+    def __init__(self, process: "subprocess.Popen[bytes]", setup: EngineSetup, arrived: Deliver,
                  died: Callable[["_Child", str], None]) -> None:
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])  # where `engine` is: the child imports the same code
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        self.process = subprocess.Popen([python, "-m", "engine.process"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                        start_new_session=True)  # the terminal's signals are the app's
+        self.process = process
         self._write = threading.Lock()
         self._stderr: deque[str] = deque(maxlen=STDERR_TAIL)
         self._gone = ""
