@@ -44,6 +44,35 @@ def test_the_table_is_written_once_and_read_back_the_same(tmp_path: Path) -> Non
     assert again == first and files[0].stat().st_mtime_ns == written  # read, not scanned and written again
 
 
+AS_MLX_LM = """
+import json, sys
+from pathlib import Path
+from engine.local import importcache
+importcache.install(Path(sys.argv[1]))
+import os
+read = []
+real = os.scandir
+os.scandir = lambda path=".": (read.append(str(path)) if "models" in str(path) else None, real(path))[1]
+import mlx_lm.tokenizer_utils  # noqa: F401 - transformers imported as mlx-lm imports it
+print(json.dumps({"folders_listed": len(read)}))
+"""
+
+
+def test_importing_mlx_lm_reads_the_table_from_the_cache(tmp_path: Path) -> None:
+    """As transformers itself asks (`define_import_structure(__file__)` in ``models/__init__.py``:
+    a file, not the folder; 5.x), the second start lists no model folder (it listed ~560 and
+    read ~1,700 files at every start: the cache was only ever used when asked with the folder,
+    as the probe above asks)."""
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", AS_MLX_LM, str(tmp_path)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, done.stderr[-600:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1])["folders_listed"])
+    assert runs[0] > 500 and len(list(tmp_path.glob("transformers-imports-*.json"))) == 1
+    assert runs[1] < 20, runs
+
+
 def test_the_cached_table_equals_the_scan(tmp_path: Path) -> None:
     import transformers.utils.import_utils as iu
 

@@ -8,6 +8,12 @@ table only changes when transformers does, so it is written once to the cache fo
 transformers' version and the folder it describes (with its modification time), and read from
 there afterwards.
 
+Transformers 5 asks for that table with ``models/__init__.py`` (a file: the function then scans
+its folder), earlier ones with the folder; both are the folder's table here. Keyed by the folder
+alone, the file form missed the cache at every start for weeks unnoticed (the test asked with the
+folder): `tests/test_import_cache.py` now imports transformers as mlx-lm does and counts the
+folders listed.
+
 How: an import hook wraps that one function when ``transformers.utils.import_utils`` is executed,
 before transformers' own ``__init__`` calls it. Anything unexpected (another transformers, an
 unreadable or malformed cache file) leaves transformers' own function in charge: never an error.
@@ -74,6 +80,8 @@ def cached(original: Callable[[Any], Any], folder: Path) -> Callable[[Any], Any]
 
     def scan(module_path: Any) -> Any:
         where = str(module_path)
+        if os.path.isfile(where):  # transformers 5 asks with ``models/__init__.py``: its folder's table
+            where = os.path.dirname(where)
         if where in memory:
             return memory[where]
         file = _file_for(folder, where) if os.path.basename(where) == "models" else None  # the big one
