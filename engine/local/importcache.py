@@ -10,7 +10,7 @@ there afterwards.
 
 Transformers 5 asks for that table with ``models/__init__.py`` (a file: the function then scans
 its folder), earlier ones with the folder; both are the folder's table here. Keyed by the folder
-alone, the file form missed the cache at every start for weeks unnoticed (the test asked with the
+alone, the file form missed the cache at every start, unnoticed (the test asked with the
 folder): `tests/test_import_cache.py` now imports transformers as mlx-lm does and counts the
 folders listed.
 
