@@ -29,6 +29,7 @@ from engine.gguf.sidethread import Result, SideThread
 
 if TYPE_CHECKING:
     from engine.gguf.model import LlamaModel
+    from engine.gguf.tuner import InUseThreads
     from engine.local.session import Session
 
 
@@ -49,8 +50,10 @@ class StatsPending:
 class OverlappedDecoder:
     """Feeds ids to llama.cpp and samples with the live parameters (see the module docstring)."""
 
-    def __init__(self, session: Session, control: TurnControl, stats: SideThread) -> None:
+    def __init__(self, session: Session, control: TurnControl, stats: SideThread,
+                 tuner: InUseThreads | None = None) -> None:
         self.session = session
+        self.tuner = tuner  # times the user's decode steps to choose llama.cpp's thread count
         self.model: LlamaModel = session.model
         self.control = control
         self.stats = stats
@@ -61,6 +64,10 @@ class OverlappedDecoder:
         """Feed `fed` (an id, or the prompt's last ids), choose the next token now, and hand its
         statistics to the statistics thread."""
         ids = [fed] if isinstance(fed, int) else [int(i) for i in np.asarray(fed).reshape(-1)]
+        if self.tuner is not None and isinstance(fed, int):
+            self.tuner.tick()
+        elif self.tuner is not None:
+            self.tuner.restart()
         logits = self.model.feed(ids, self.session.cache)
         params = self.control.params
         if self.sampler is None:
@@ -80,10 +87,10 @@ class OverlappedDecoder:
         return np.array(recent + ids, dtype=np.int64)
 
 
-def decoder_factory(stats: SideThread) -> Any:
+def decoder_factory(stats: SideThread, tuner: InUseThreads | None = None) -> Any:
     """The `Session.decoder_factory` of a GGUF session: its turns decode with `OverlappedDecoder`."""
     def make(session: Session, control: TurnControl) -> OverlappedDecoder:
-        return OverlappedDecoder(session, control, stats)
+        return OverlappedDecoder(session, control, stats, tuner)
     return make
 
 

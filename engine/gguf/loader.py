@@ -18,6 +18,7 @@ from engine.local.loaders import LoadContext, LoadedParts, ModelRuntime
 
 if TYPE_CHECKING:
     from engine.gguf.load import LoadedGguf
+    from engine.gguf.tuner import InUseThreads
     from engine.local.commands import LoadCommand
 
 Sink = Callable[[object], None]
@@ -63,11 +64,14 @@ class GgufLoader:
         loaded = load_gguf(command.spec, context.options.max_context, threads, command.on_progress)
         context.bind_template(loaded.tokenizer, loaded.name)
         command.on_progress(LoadProgress(f"loaded {name}", 1.0))
+        from engine.gguf.tuner import InUseThreads
+
+        in_use = None if self.threads else InUseThreads(candidate_threads(), threads, loaded.model.set_threads)
         return LoadedParts(
             model=loaded.model, tokenizer=loaded.tokenizer, context_limit=loaded.context,
             info=gguf_model_info(loaded, threads, measured=remembered is not None), template_name=loaded.name,
-            last_row=LastRowHead([]), decoder_factory=decoder_factory(loaded.model.stats_thread),
-            runtime=LlamaRuntime(loaded.model, choices, (store, key) if key else None),
+            last_row=LastRowHead([]), decoder_factory=decoder_factory(loaded.model.stats_thread, in_use),
+            runtime=LlamaRuntime(loaded.model, choices, (store, key) if key else None, in_use),
             disk_cache=lambda folder, cap: _disk_cache(loaded, folder, cap),
         )
 
@@ -83,10 +87,12 @@ class LlamaRuntime(ModelRuntime):
     """A llama.cpp model on the engine thread: events posted from its statistics thread, freed
     explicitly (on this thread); what-if previews run as llama.cpp sequences (`engine.gguf.rows`)."""
 
-    def __init__(self, model: Any, choices: tuple[int, ...] = (), memory: tuple[Path, str] | None = None) -> None:
+    def __init__(self, model: Any, choices: tuple[int, ...] = (), memory: tuple[Path, str] | None = None,
+                 in_use: InUseThreads | None = None) -> None:
         self._model = model  # engine.gguf.model.LlamaModel
         self._choices = choices  # thread counts to measure (none: the user chose, or measured before)
         self._memory = memory  # where the measured count is kept, and for what
+        self.in_use = in_use  # the count chosen again on the user's own turns (None: the user set one)
 
     def thread_choices(self) -> tuple[int, ...]:
         return self._choices
@@ -96,16 +102,28 @@ class LlamaRuntime(ModelRuntime):
         from engine.gguf.threads import remember_threads
 
         self._model.set_threads(threads)
+        if self.in_use is not None:
+            self.in_use.current = threads  # the load's choice is where the user's turns start
         if final and self._memory is not None:
             remember_threads(*self._memory, threads)
         return blas_line(threads, measured=True)
+
+    def user_turn(self) -> None:
+        if self.in_use is not None:
+            self.in_use.arm()
 
     def turn_sink(self, sink: Sink) -> tuple[Sink, Callable[[], None]]:
         """The turn's events go out from the statistics thread (`engine.gguf.decoder.HandOff`)."""
         from engine.gguf.decoder import HandOff
 
         handoff = HandOff(sink, self._model.stats_thread)
-        return handoff, handoff.flush
+        in_use = self.in_use
+
+        def flush() -> None:
+            if in_use is not None:
+                in_use.disarm()
+            handoff.flush()
+        return handoff, flush
 
     def close(self) -> None:
         """Free the llama.cpp model and its statistics thread now."""

@@ -39,6 +39,9 @@ class ModelRuntime:
     def close(self) -> None:
         """Free the model now; MLX models are freed by the garbage collector."""
 
+    def user_turn(self) -> None:
+        """A user's turn is about to run (not a warm-up): the runtime may time it."""
+
     def thread_choices(self) -> tuple[int, ...]:
         """Thread counts the load should measure to pick one (none: nothing to choose here)."""
         return ()

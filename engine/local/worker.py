@@ -329,6 +329,7 @@ class EngineWorker:
             from engine.local.turn import run_turn
 
             sink, flush = session.runtime.turn_sink(command.sink)
+            session.runtime.user_turn()
             try:
                 sink(run_turn(session, command.request, command.control, sink))
             finally:

@@ -1,0 +1,134 @@
+"""llama.cpp's thread count chosen on the user's own turns (`engine.gguf.tuner`, #31.1/#31.3):
+blocks of decoded tokens alternate between the candidate counts, the fastest median wins, a
+warm-up, a prefill and a turn's unfinished block are never timed, and no result changes (the
+same tokens and numbers, bit for bit, as at one fixed count, with counts switched mid-turn)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_helpers import run
+from test_gguf import CHAT, needs_llama, pair  # noqa: F401 - fixtures
+
+from engine.core.api import SamplingParams
+from engine.gguf.tuner import BLOCK, ROUNDS, InUseThreads
+
+
+class Clock:
+    """A clock that advances by the current thread count's seconds per token at each read."""
+
+    def __init__(self, per_token: dict[int, float]) -> None:
+        self.per_token = per_token
+        self.now = 0.0
+        self.tuner: InUseThreads | None = None
+
+    def __call__(self) -> float:
+        assert self.tuner is not None
+        self.now += self.per_token[self.tuner.current]
+        return self.now
+
+
+def tuner(per_token: dict[int, float], start: int = 2) -> tuple[InUseThreads, list[int], Clock]:
+    switched: list[int] = []
+    clock = Clock(per_token)
+    made = InUseThreads(tuple(sorted(per_token)), start, switched.append, clock)
+    clock.tuner = made
+    return made, switched, clock
+
+
+def decode(made: InUseThreads, tokens: int) -> None:
+    """One user's turn: its prompt, then `tokens` decode steps, then its end."""
+    made.arm()
+    made.restart()
+    for _ in range(tokens):
+        made.tick()
+    made.disarm()
+
+
+def test_the_counts_alternate_and_the_fastest_is_kept() -> None:
+    made, switched, _ = tuner({1: 0.002, 2: 0.003})  # one thread is faster here (the screen takes a core)
+    decode(made, 2 * ROUNDS * (BLOCK + 1) + 5)
+    assert made.settled and made.chosen == 1 and made.current == 1
+    assert all(len(rates) == ROUNDS for rates in made.rates.values())
+    assert switched[:2 * ROUNDS] == [1, 2] * ROUNDS  # alternating, so a busier machine weighs on both
+    assert made.rates[1][0] == pytest.approx(1 / 0.002) and made.rates[2][0] == pytest.approx(1 / 0.003)
+
+
+def test_more_threads_win_where_they_are_faster() -> None:
+    made, _, _ = tuner({1: 0.004, 2: 0.0025}, start=1)
+    decode(made, 2 * ROUNDS * (BLOCK + 1) + 5)
+    assert made.chosen == 2 and made.current == 2
+
+
+def test_a_warm_up_is_never_timed_and_a_turns_unfinished_block_is_dropped() -> None:
+    made, switched, _ = tuner({1: 0.002, 2: 0.003})
+    made.restart()
+    for _ in range(200):  # the load's warm-up: not armed
+        made.tick()
+    assert switched == [] and not any(made.rates.values())
+    decode(made, BLOCK - 1)  # a short reply: its block never completes
+    assert not any(made.rates.values())
+    for _ in range(40):  # short replies still get there, a block at a time
+        decode(made, BLOCK + 1)
+    assert made.settled and made.chosen == 1
+
+
+def test_once_chosen_the_count_stays() -> None:
+    made, switched, _ = tuner({1: 0.002, 2: 0.003})
+    decode(made, 2 * ROUNDS * (BLOCK + 1) + 5)
+    before = list(switched)
+    decode(made, 500)
+    assert switched == before and made.current == 1
+
+
+def test_one_candidate_is_chosen_at_once() -> None:
+    made = InUseThreads((1,), 1, lambda n: pytest.fail("no switch with one choice"))
+    assert made.settled and made.chosen == 1
+    decode(made, 100)
+
+
+async def _in_use(engine: Any) -> InUseThreads:
+    """The loaded model's tuner (the engine thread keeps its session once the load is answered)."""
+    for _ in range(500):
+        session = engine._worker._session  # noqa: SLF001 - the loaded model's runtime
+        if session is not None:
+            assert session.runtime.in_use is not None
+            return session.runtime.in_use
+        await asyncio.sleep(0.01)
+    raise AssertionError("the engine thread kept no session")
+
+
+@needs_llama
+async def test_the_engine_chooses_on_the_users_turn_and_no_number_changes(
+        pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Automatic threads, candidates (1, 2) on any machine: the warm-up leaves nothing timed; one
+    long reply settles the count; its tokens and every number equal a run at one fixed thread."""
+    import engine.gguf.threads as threads
+    from engine.factory import local_engine
+
+    monkeypatch.setattr(threads, "candidate_threads", lambda cpus=None: (1, 2))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(pair[1].parent / "cache"))  # no remembered count
+    tokens = 2 * ROUNDS * (BLOCK + 1) + 8
+    fixed, tuned = local_engine(threads=1), local_engine(threads=0)
+    try:
+        await fixed.load(str(pair[1]))
+        await tuned.load(str(pair[1]))
+        in_use = await _in_use(tuned)
+        assert not in_use.settled and not any(in_use.rates.values())  # the load's turns were not timed
+        eos = fixed.model and await fixed.token_ids("<|im_end|>")
+        params = SamplingParams(temperature=0.0, max_tokens=tokens, candidates=5,
+                                logit_bias=tuple((i, -100.0) for i in (eos or ())))
+        theirs, their_done = await run(fixed, CHAT, params)
+        ours, done = await run(tuned, CHAT, params)
+        assert done.generated_tokens == their_done.generated_tokens == tokens
+        assert in_use.settled and all(len(r) == ROUNDS for r in in_use.rates.values())
+        assert done.token_ids == their_done.token_ids
+        assert ours == theirs  # probabilities, ranks, entropies and candidates, exactly
+        (again, _), (their_again, _) = await run(tuned, CHAT, params), await run(fixed, CHAT, params)
+        assert again == their_again  # at the chosen count, from a cache both built alike
+    finally:
+        await fixed.close()
+        await tuned.close()
