@@ -9,7 +9,8 @@ the headless run where two gave 0.59x, while on the 0.5B shape two threads staye
 against 0.65x). The best count depends on the model *and* on what else the machine does, so it
 is measured where it is used: the first decoded tokens of the user's turns run in blocks at
 each candidate count in turn, and once every count has had `ROUNDS` blocks the fastest (the
-median block) is kept for the rest of this load.
+median block) is kept for the rest of this load; sooner (`EARLY_ROUNDS`) when the blocks leave
+no doubt, since every block at the slower count costs the user speed.
 
 It changes no result: llama.cpp's CPU kernels give every output element to one thread, so the
 logits are the same bit for bit at any count (`tests/test_gguf_tuner.py` checks 1 against 2 and
@@ -27,7 +28,8 @@ import time
 from typing import Callable
 
 BLOCK = 16  # decoded tokens per timed block
-ROUNDS = 3  # blocks per candidate count before choosing
+ROUNDS = 3  # blocks per candidate count before choosing, at most
+EARLY_ROUNDS = 2  # ... or after this many, when one count's slowest block beats every other's fastest
 
 
 class InUseThreads:
@@ -79,7 +81,7 @@ class InUseThreads:
 
     def _next_block(self, now: float) -> None:
         """The count with the fewest blocks so far (in order: they alternate), or the choice."""
-        if all(len(self.rates[n]) >= ROUNDS for n in self.choices):
+        if all(len(self.rates[n]) >= ROUNDS for n in self.choices) or self._clear_winner():
             self.chosen = max(self.choices, key=lambda n: (statistics.median(self.rates[n]), -n))
             self._use(self.chosen)
             self.disarm()
@@ -87,6 +89,13 @@ class InUseThreads:
         least = min(len(self.rates[n]) for n in self.choices)
         self._use(next(n for n in self.choices if len(self.rates[n]) == least))
         self._started, self._count = now, 0
+
+    def _clear_winner(self) -> bool:
+        """Every count has `EARLY_ROUNDS` blocks and one's slowest is faster than all others' fastest."""
+        if any(len(self.rates[n]) < EARLY_ROUNDS for n in self.choices):
+            return False
+        return any(all(min(self.rates[n]) > max(self.rates[m]) for m in self.choices if m != n)
+                   for n in self.choices)
 
     def _use(self, threads: int) -> None:
         if threads != self.current:
