@@ -116,19 +116,45 @@ async def test_a_dead_engine_process_fails_what_waits_and_the_next_load_starts_a
         await engine.load("demo")
         first_pid = engine.pid
         assert first_pid is not None
+        told: list[str] = []
+        engine.on_lost(told.append)
         with pytest.raises(EngineError, match="engine process ended .*killed by signal 9"):
             async for event in engine.generate(ASK):
                 if isinstance(event, TokenEvent) and event.index == 3:
                     os.kill(first_pid, signal.SIGKILL)
         assert engine.model is None
+        await asyncio.sleep(0.1)
+        assert told == [] and "killed by signal 9" in engine.lost  # the waiting reply said it, once
         with pytest.raises(EngineError, match=NO_MODEL.split(":")[0]):
             await engine.count_tokens([Message("user", "hi")])  # a fresh process: nothing loaded
         await engine.load("demo")
-        assert engine.pid not in (None, first_pid)
+        assert engine.pid not in (None, first_pid) and engine.lost == ""
         assert isinstance((await _events(engine, GenerateRequest(ASK.messages, SamplingParams(max_tokens=2))))[-1],
                           TurnFinished)
     finally:
         await engine.close()
+
+
+async def test_a_model_lost_while_idle_is_told_once_with_its_reason() -> None:
+    """Nobody waits on the process when it dies between replies: the watcher hears it on its
+    own loop, once; a cache warm-up in flight (whose failure nobody is shown) does not count as
+    a waiting call; closing the engine later is no loss."""
+    engine = ProcessEngine(ScriptedSetup())
+    try:
+        await engine.load("demo")
+        told: list[str] = []
+        engine.on_lost(told.append)
+        warming = engine.prepare([Message("user", "hi")], "draft")
+        os.kill(engine.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        for _ in range(300):
+            if told:
+                break
+            await asyncio.sleep(0.01)
+        assert len(told) == 1 and "killed by signal 9" in told[0] and told[0] == engine.lost
+        assert isinstance(await warming, int) and engine.model is None
+    finally:
+        await engine.close()
+    assert len(told) == 1
 
 
 async def test_close_never_waits_on_a_stuck_engine_process() -> None:

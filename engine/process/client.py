@@ -54,12 +54,27 @@ class ProcessEngine:
         self._routes: dict[int, tuple[asyncio.AbstractEventLoop, Deliver]] = {}
         self._lock = threading.Lock()  # guards `_routes`, `_child` and the writes
         self._child: _Child | None = None
+        self._lost = ""  # why the last process ended while a model was loaded ("" since a load)
+        self._lost_watch: tuple[asyncio.AbstractEventLoop, Callable[[str], None]] | None = None
+        self._quiet: set[int] = set()  # calls whose failure nobody is shown (a cache warm-up)
         self._start_child(spawned)
 
     @property
     def model(self) -> ModelInfo | None:
         """The loaded model, or None."""
         return self._model
+
+    @property
+    def lost(self) -> str:
+        """Why the model went (its process ended), until a model loads again; "" otherwise. A
+        front end says it where it would say "no model is loaded": the user sees why."""
+        return self._lost
+
+    def on_lost(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(why)` on this (the caller's) event loop when the process ends with a
+        model loaded and no call waiting to report it: a model lost between replies is said
+        at once, not at the next message."""
+        self._lost_watch = (asyncio.get_running_loop(), callback)
 
     @property
     def setup(self) -> EngineSetup:
@@ -83,7 +98,7 @@ class ProcessEngine:
                 self._model = previous
             raise
         assert isinstance(info, ModelInfo)
-        self._model = info
+        self._model, self._lost = info, ""
         return info
 
     def preload(self, model: str, *, trust_remote_code: bool = False) -> None:
@@ -136,12 +151,15 @@ class ProcessEngine:
 
         def deliver(frame: Any) -> None:
             self._unroute(rid)
+            self._quiet.discard(rid)
             if not warmed.done():
                 warmed.set_result(frame[2] if frame[0] == "done" and isinstance(frame[2], int) else 0)
 
         self._route(rid, loop, deliver)
+        self._quiet.add(rid)
         if not self._send(("prepare", rid, tuple(messages), draft, thinking)):
             self._unroute(rid)
+            self._quiet.discard(rid)
             warmed.set_result(0)
         return warmed
 
@@ -212,7 +230,11 @@ class ProcessEngine:
             if child is not self._child:
                 return
             routes, self._routes = self._routes, {}
-        self._model = None
+        had_model, self._model = self._model is not None, None
+        if had_model and not self._closed:
+            self._lost = why
+            if self._lost_watch is not None and not set(routes) - self._quiet:  # else a waiting call says it
+                _post(*self._lost_watch, why)
         error = EngineError(why)
         for rid, (loop, deliver) in routes.items():
             _post(loop, deliver, ("fail", rid, error))

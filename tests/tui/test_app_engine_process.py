@@ -101,3 +101,28 @@ async def test_an_engine_process_lost_while_idle_shows_at_the_next_send(make_app
         assert app.screen.query_one("ChatInput").text == "still there?"
         assert "no model loaded" in screen_text(app)
         await app.action_quit()
+
+
+async def test_an_engine_process_lost_while_idle_is_said_at_once_and_why(make_app: Any) -> None:
+    """Killed between replies (the OOM killer while the user reads): the screen says so at once,
+    in one line with the reason, and the status bar stops naming the model; a message sent then
+    is given back with that reason, not a bare "no model is loaded"; a new load clears it."""
+    engine = ProcessEngine(ScriptedSetup())
+    app = make_app(engine)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_idle(app, pilot)
+        os.kill(engine.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        await wait_until(pilot, lambda: any("engine process ended" in n.message for n in app._notifications))
+        await wait_until(pilot, lambda: "no model loaded" in screen_text(app))  # nothing sent yet
+        told = [n.message for n in app._notifications if "engine process ended" in n.message]
+        assert len(told) == 1 and "killed by signal 9" in told[0] and "\n" not in told[0]
+        before = len(app._notifications)
+        app.screen.query_one("ChatInput").focus()
+        await pilot.press(*"still there?", "enter")
+        await pilot.pause()
+        assert app.screen.query_one("ChatInput").text == "still there?"
+        assert any("killed by signal 9" in n.message for n in list(app._notifications)[before:])
+        app.switch_model("demo")
+        await wait_until(pilot, lambda: engine.model is not None)
+        assert engine.lost == ""
+        await app.action_quit()

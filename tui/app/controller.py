@@ -125,6 +125,9 @@ class ChatController:
         def progress(progress: LoadProgress) -> None:
             self._post(msg.ModelLoading(progress))
         self._post(msg.ModelLoadStarted(spec))
+        watch = getattr(self.engine, "on_lost", None)  # an engine in a process of its own
+        if callable(watch):
+            watch(lambda why: self._post(msg.ModelLost(why)))
         try:
             info = await self.engine.load(spec, trust_remote_code=trust_remote_code, on_progress=progress)
         except EngineError as exc:

@@ -62,6 +62,13 @@ class ModelLoadFailed(Message):
 
 
 @dataclass(eq=False)
+class ModelLost(Message):
+    """The loaded model is gone between replies (its engine process ended): `why`, one line."""
+
+    why: str
+
+
+@dataclass(eq=False)
 class GenerationStarted(Message):
     """A reply (new, regenerated or branched) begins in `node`; `dropped`: how many of the oldest
     messages were left out of the request to fit the context ([chat] context_strategy)."""

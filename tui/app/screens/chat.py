@@ -167,6 +167,11 @@ class ChatScreen(Screen[None]):
         kept = f" Still using {still.name}." if still is not None else ""
         self.notify(f"{event.error}{kept}", title="Model failed to load", severity="error", timeout=30)
 
+    @on(msg.ModelLost)
+    def _lost(self, event: msg.ModelLost) -> None:
+        self.query_one(StatusBar).show_no_model()
+        self.notify(event.why, title="Model lost", severity="error", timeout=30)
+
     @on(msg.SendRefused)
     def _refused(self, event: msg.SendRefused) -> None:
         """Nothing was added: the text goes back into the input (unless the user typed anew)."""
@@ -257,7 +262,8 @@ class ChatScreen(Screen[None]):
         elif self.controller.loading:
             why = "A model is loading: send when it is ready."
         elif self.controller.engine.model is None:
-            why = "No model is loaded: 'Switch model…' in the command palette picks one."
+            why = (getattr(self.controller.engine, "lost", "")  # why it went, when it was lost
+                   or "No model is loaded: 'Switch model…' in the command palette picks one.")
             self.query_one(StatusBar).show_no_model()  # it may have been lost since (the engine process ended)
         else:
             self.query_one(Transcript).clear()
