@@ -116,12 +116,12 @@ async def test_an_engine_process_lost_while_idle_is_said_at_once_and_why(make_ap
         await wait_until(pilot, lambda: "no model loaded" in screen_text(app))  # nothing sent yet
         told = [n.message for n in app._notifications if "engine process ended" in n.message]
         assert len(told) == 1 and "killed by signal 9" in told[0] and "\n" not in told[0]
-        before = len(app._notifications)
         app.screen.query_one("ChatInput").focus()
         await pilot.press(*"still there?", "enter")
         await pilot.pause()
         assert app.screen.query_one("ChatInput").text == "still there?"
-        assert any("killed by signal 9" in n.message for n in list(app._notifications)[before:])
+        because = [n for n in app._notifications if "killed by signal 9" in n.message]
+        assert len(because) == 2 and because[-1].severity == "warning"  # the send's own line says why
         app.switch_model("demo")
         await wait_until(pilot, lambda: engine.model is not None)
         assert engine.lost == ""
