@@ -30,19 +30,18 @@ class EngineChoice:
     scripted_delay_s: float = 0.02  # its time between tokens
     disk_cache: bool = True  # keep recent histories' KV caches on disk (off for throwaway runs)
     own_process: bool = False  # the local engine in a process of its own (the app: `engine.process`)
-    spawned: "Spawned | None" = None  # that process, started before the config was read (discarded if unused)
+    spawned: "Spawned | None" = None  # that process, started before the config was read (its starter
+    # discards it when no engine took it: `tui.launch.build_app`)
 
 
 def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> EngineAPI:
     """The engine for `config` and `choice`. Raises EngineError (one line) for a server URL that
     is not one."""
-    server = choice.server if choice.server is not None else config.engine.server
-    if choice.spawned is not None and (choice.scripted or server or not choice.own_process):
-        choice.spawned.discard()  # started early for a local engine, and the engine is not one
     if choice.scripted:
         from engine.scripted import ScriptedEngine
 
         return ScriptedEngine(token_delay=choice.scripted_delay_s)
+    server = choice.server if choice.server is not None else config.engine.server
     if server:
         from dataclasses import replace
 

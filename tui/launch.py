@@ -112,7 +112,7 @@ def _build_app(args: argparse.Namespace, refuse: "Callable[[str], None] | None",
     model = args.model or loaded.config.model.default
     trust = loaded.config.model.trust_remote_code if args.trust_remote_code is None else args.trust_remote_code
     preload = getattr(engine, "preload", None)
-    if callable(preload) and os.environ.get("XPRE") != "0":  # the engine process loads while Textual imports (engine.process.preload)
+    if callable(preload):  # the engine process loads while Textual imports (engine.process.preload)
         preload(model, trust_remote_code=trust)
     from tui.app.application import LogitscopeApp
 

@@ -63,11 +63,12 @@ class OverlappedDecoder:
     def step(self, fed: Any) -> StatsPending:
         """Feed `fed` (an id, or the prompt's last ids), choose the next token now, and hand its
         statistics to the statistics thread."""
-        ids = [fed] if isinstance(fed, int) else [int(i) for i in np.asarray(fed).reshape(-1)]
-        if self.tuner is not None and isinstance(fed, int):
-            self.tuner.tick()
+        decoding = isinstance(fed, int)
+        ids = [fed] if decoding else [int(i) for i in np.asarray(fed).reshape(-1)]
+        if self.tuner is not None and decoding:
+            self.tuner.tick()  # a decode step: timed
         elif self.tuner is not None:
-            self.tuner.restart()
+            self.tuner.restart()  # a prompt: the next block starts afresh
         logits = self.model.feed(ids, self.session.cache)
         params = self.control.params
         if self.sampler is None:

@@ -104,7 +104,7 @@ class ProcessEngine:
     def preload(self, model: str, *, trust_remote_code: bool = False) -> None:
         """Begin loading `model` in the engine process now, as soon as its imports are done: the
         `load` of the same model that follows (the app's, after its first paint) joins it rather
-        than starting then (`engine.process.preload`). Only the first process takes a head start."""
+        than starting then (`engine.process.preload`). A process takes it only before its first load."""
         self._send(("preload", model, trust_remote_code))
 
     def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:

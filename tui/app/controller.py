@@ -99,6 +99,11 @@ class ChatController:
         return self._load_task is not None and not self._load_task.done()
 
     @property
+    def lost(self) -> str:
+        """Why the model went, when the engine lost it (its process ended); "" otherwise."""
+        return str(getattr(self.engine, "lost", "") or "")
+
+    @property
     def can_start(self) -> bool:
         """Whether a new turn may start now (no reply streaming, no model loading, not closed)."""
         return not (self.busy or self.loading or self._closed)

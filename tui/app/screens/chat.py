@@ -262,8 +262,7 @@ class ChatScreen(Screen[None]):
         elif self.controller.loading:
             why = "A model is loading: send when it is ready."
         elif self.controller.engine.model is None:
-            why = (getattr(self.controller.engine, "lost", "")  # why it went, when it was lost
-                   or "No model is loaded: 'Switch model…' in the command palette picks one.")
+            why = self.controller.lost or "No model is loaded: 'Switch model…' in the command palette picks one."
             self.query_one(StatusBar).show_no_model()  # it may have been lost since (the engine process ended)
         else:
             self.query_one(Transcript).clear()
