@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import subprocess
 import sys
 import threading
-from collections import deque
 from typing import Any, AsyncGenerator, Callable, Sequence
 
 from engine.core.api import (
@@ -29,13 +27,12 @@ from engine.core.api import (
     ProbeRequest, ProbeResult, ProgressCallback, SamplingParams, Scored, ScoreRequest, StageRequest, StageView,
     TurnFinished,
 )
-from engine.core.text import printable
 from engine.process.setup import EngineSetup
+from engine.process.running import RunningProcess
 from engine.process.spawn import Spawned, spawn
-from engine.process.wire import WireClosed, encode, read_frame
+from engine.process.wire import encode
 
 CLOSE_WAIT_S = 6.0  # the child's own close is bounded at 5 s; then it is killed
-STDERR_TAIL = 20  # lines of the child's standard error kept for the message if it dies
 
 Deliver = Callable[[Any], None]
 
@@ -53,7 +50,7 @@ class ProcessEngine:
         self._ids = itertools.count(1)
         self._routes: dict[int, tuple[asyncio.AbstractEventLoop, Deliver]] = {}
         self._lock = threading.Lock()  # guards `_routes`, `_child` and the writes
-        self._child: _Child | None = None
+        self._child: RunningProcess | None = None
         self._lost = ""  # why the last process ended while a model was loaded ("" since a load)
         self._lost_watch: tuple[asyncio.AbstractEventLoop, Callable[[str], None]] | None = None
         self._quiet: set[int] = set()  # calls whose failure nobody is shown (a cache warm-up)
@@ -187,13 +184,13 @@ class ProcessEngine:
         finally:
             child.kill()
 
-    def _start_child(self, spawned: Spawned | None = None) -> "_Child":
+    def _start_child(self, spawned: Spawned | None = None) -> "RunningProcess":
         process = (spawned or spawn(self._python)).take()
-        child = _Child(process, self._setup, self._arrived, self._died)
+        child = RunningProcess(process, self._setup, self._arrived, self._died)
         self._child = child
         return child
 
-    def _ensure_child(self) -> "_Child":
+    def _ensure_child(self) -> "RunningProcess":
         if self._closed:
             raise EngineError("The engine is closed.")
         with self._lock:
@@ -224,7 +221,7 @@ class ProcessEngine:
         if route is not None:
             _post(route[0], route[1], frame)
 
-    def _died(self, child: "_Child", why: str) -> None:
+    def _died(self, child: "RunningProcess", why: str) -> None:
         """On the reader thread: the process ended; everything waiting on it gets `why`."""
         with self._lock:
             if child is not self._child:
@@ -304,84 +301,6 @@ class ProcessEngine:
             self._unroute(rid)
             if not ended:
                 self._send(("stop", rid))  # the reader left early: stop it there too
-
-
-class _Child:
-    """One engine process: its pipes, the thread reading its answers, the tail of its stderr."""
-
-    def __init__(self, process: "subprocess.Popen[bytes]", setup: EngineSetup, arrived: Deliver,
-                 died: Callable[["_Child", str], None]) -> None:
-        self.process = process
-        self._write = threading.Lock()
-        self._stderr: deque[str] = deque(maxlen=STDERR_TAIL)
-        self._gone = ""
-        self.alive = True
-        self._died = died
-        self.send(encode(setup))
-        threading.Thread(target=self._read, args=(arrived,), name="logitscope-engine-answers", daemon=True).start()
-        threading.Thread(target=self._drain_stderr, name="logitscope-engine-stderr", daemon=True).start()
-
-    def send(self, data: bytes) -> bool:
-        stdin = self.process.stdin
-        assert stdin is not None
-        with self._write:
-            try:
-                stdin.write(data)
-                stdin.flush()
-                return True
-            except (OSError, ValueError):
-                return False
-
-    def wait(self, timeout: float) -> None:
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def kill(self) -> None:
-        self.alive = False
-        if self.process.poll() is None:
-            self.process.kill()
-        try:
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-        except OSError:  # a broken pipe: the process is gone already
-            pass
-
-    def why_gone(self) -> str:
-        return self._gone or "The engine process has ended."
-
-    def _read(self, arrived: Deliver) -> None:
-        stdout = self.process.stdout
-        assert stdout is not None
-        try:
-            while True:
-                frame = read_frame(stdout)
-                if frame == ("closed",):
-                    break
-                arrived(frame)
-        except (WireClosed, OSError, EOFError, ValueError, AttributeError, ImportError):
-            pass
-        self.alive = False
-        status = self.process.wait()
-        self._gone = _death_line(status, self._stderr)
-        self._died(self, self._gone)
-
-    def _drain_stderr(self) -> None:
-        """Keep the last lines (the reason a crash gives); reading also keeps the pipe from filling."""
-        stderr = self.process.stderr
-        assert stderr is not None
-        for line in stderr:
-            text = printable(line.decode("utf-8", "replace").strip())
-            if text:
-                self._stderr.append(text)
-
-
-def _death_line(status: int, stderr: deque[str]) -> str:
-    how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
-    said = stderr[-1] if stderr else ""
-    hint = " (out of memory?)" if status == -9 else ""
-    return f"The engine process ended ({how}{hint}){': ' + said if said else ''}. Load a model to go on."
 
 
 def _post(loop: asyncio.AbstractEventLoop, deliver: Deliver, frame: Any) -> None:
