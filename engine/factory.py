@@ -30,6 +30,8 @@ class EngineChoice:
     scripted_delay_s: float = 0.02  # its time between tokens
     disk_cache: bool = True  # keep recent histories' KV caches on disk (off for throwaway runs)
     own_process: bool = False  # the local engine in a process of its own (the app: `engine.process`)
+    threads_in_use: bool = False  # a screen draws the replies: llama.cpp's automatic thread count is
+    # chosen again on the user's first replies (`engine.gguf.tuner`), not only at the load
     spawned: "Spawned | None" = None  # that process, started before the config was read (its starter
     # discards it when no engine took it: `tui.launch.build_app`)
 
@@ -52,10 +54,12 @@ def build_engine(config: Config, choice: EngineChoice = EngineChoice()) -> Engin
     if choice.own_process:
         from engine.process import LocalSetup, ProcessEngine
 
-        return ProcessEngine(LocalSetup(config.model, choice.gguf_threads, choice.disk_cache), spawned=choice.spawned)
+        setup = LocalSetup(config.model, choice.gguf_threads, choice.disk_cache, choice.threads_in_use)
+        return ProcessEngine(setup, spawned=choice.spawned)
     from engine.gguf.local_engine import local_engine
 
-    return local_engine(config.model, threads=choice.gguf_threads, disk_cache=choice.disk_cache)
+    return local_engine(config.model, threads=choice.gguf_threads, disk_cache=choice.disk_cache,
+                        threads_in_use=choice.threads_in_use)
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ from engine_helpers import run
 from test_gguf import CHAT, needs_llama, pair  # noqa: F401 - fixtures
 
 from engine.core.api import SamplingParams
-from engine.gguf.tuner import BLOCK, EARLY_ROUNDS, ROUNDS, InUseThreads
+from engine.gguf.tuner import BLOCK, DECISIVE, EARLY_ROUNDS, ROUNDS, SURE_BLOCK_S, InUseThreads
 
 
 class Clock:
@@ -53,16 +53,55 @@ def test_the_counts_alternate_and_the_fastest_is_kept() -> None:
     decode(made, 2 * ROUNDS * (BLOCK + 1) + 5)
     assert made.settled and made.chosen == 1 and made.current == 1
     assert all(len(rates) == EARLY_ROUNDS for rates in made.rates.values())  # no doubt left: chosen early
-    assert switched[:2 * EARLY_ROUNDS] == [1, 2] * EARLY_ROUNDS  # alternating: a busier machine weighs on both
+    assert switched == [1, 2, 1]  # blocks at 2 (the load's choice), 1, 2, 1: alternating, so a busier
+    # machine weighs on both; then 1 is kept (no switch needed)
     assert made.rates[1][0] == pytest.approx(1 / 0.002) and made.rates[2][0] == pytest.approx(1 / 0.003)
+
+
+def test_the_first_block_runs_at_the_loads_choice() -> None:
+    """The load sets its measured count after the tuner is made: the first block is at that count
+    (a reply too short to finish the tuning then runs mostly at the load's choice)."""
+    made, switched, _ = tuner({1: 0.003, 2: 0.002}, start=1)
+    made.current = 2  # what `LlamaRuntime.set_threads` does when the load's measurement picks 2
+    decode(made, BLOCK + 1)
+    assert made.rates[2] and not made.rates[1] and switched == [1]  # the block at 2, then the next at 1
+
+
+def test_long_blocks_far_apart_decide_after_one_round() -> None:
+    """The 0.5B shape: blocks of ~0.4 s, one thread ~1.3x slower; a second round at the slow count
+    would only cost the user speed."""
+    slow, fast = 0.040, 0.040 / 1.3
+    assert BLOCK * fast >= SURE_BLOCK_S and 1.3 > DECISIVE
+    made, _, _ = tuner({1: slow, 2: fast})
+    decode(made, 2 * (BLOCK + 1) + 5)
+    assert made.settled and made.chosen == 2 and [len(r) for r in made.rates.values()] == [1, 1]
+
+
+def test_long_blocks_close_together_take_more_rounds() -> None:
+    made, _, _ = tuner({1: 0.030, 2: 0.030 / 1.1})
+    decode(made, 2 * (BLOCK + 1) + 5)
+    assert not made.settled  # 1.1x from one block each is not enough to be sure
+    decode(made, 4 * ROUNDS * (BLOCK + 1))
+    assert made.settled and made.chosen == 2
+
+
+def test_short_blocks_never_decide_after_one_round() -> None:
+    """The 30M shape: 16 tokens take ~50 ms, where one frame drawn beside a block moves its rate
+    by tens of %: even 2x apart, one block each is not trusted."""
+    made, _, _ = tuner({1: 0.004, 2: 0.002})
+    assert BLOCK * 0.004 < SURE_BLOCK_S
+    decode(made, 2 * (BLOCK + 1) + 5)
+    assert not made.settled
+    decode(made, 2 * ROUNDS * (BLOCK + 1))
+    assert made.settled and made.chosen == 2 and all(len(r) == EARLY_ROUNDS for r in made.rates.values())
 
 
 def test_overlapping_blocks_run_every_round_and_the_median_decides() -> None:
     made, switched, _ = tuner({1: 0.002, 2: 0.003})
     made.rates = {1: [500.0, 330.0], 2: [400.0, 450.0]}  # two rounds each, overlapping
     made.arm()
-    made.tick()  # the third round begins
-    assert not made.settled and made.current == 1
+    made.tick()  # the third round begins, at the load's choice
+    assert not made.settled and made.current == 2
     made.rates[1].append(480.0)
     made.rates[2].append(410.0)
     made._next_block(0.0)  # noqa: SLF001 - the decision, given those blocks
@@ -124,7 +163,7 @@ async def test_the_engine_chooses_on_the_users_turn_and_no_number_changes(
     monkeypatch.setattr(threads, "candidate_threads", lambda cpus=None: (1, 2))
     monkeypatch.setenv("XDG_CACHE_HOME", str(pair[1].parent / "cache"))  # no remembered count
     tokens = 2 * ROUNDS * (BLOCK + 1) + 8
-    fixed, tuned = local_engine(threads=1), local_engine(threads=0)
+    fixed, tuned = local_engine(threads=1), local_engine(threads=0, threads_in_use=True)
     try:
         await fixed.load(str(pair[1]))
         await tuned.load(str(pair[1]))
@@ -136,7 +175,7 @@ async def test_the_engine_chooses_on_the_users_turn_and_no_number_changes(
         theirs, their_done = await run(fixed, CHAT, params)
         ours, done = await run(tuned, CHAT, params)
         assert done.generated_tokens == their_done.generated_tokens == tokens
-        assert in_use.settled and all(EARLY_ROUNDS <= len(r) <= ROUNDS for r in in_use.rates.values())
+        assert in_use.settled and all(1 <= len(r) <= ROUNDS for r in in_use.rates.values())
         assert done.token_ids == their_done.token_ids
         assert ours == theirs  # probabilities, ranks, entropies and candidates, exactly
         (again, _), (their_again, _) = await run(tuned, CHAT, params), await run(fixed, CHAT, params)
@@ -144,3 +183,47 @@ async def test_the_engine_chooses_on_the_users_turn_and_no_number_changes(
     finally:
         await fixed.close()
         await tuned.close()
+
+
+def test_the_app_asks_for_tuning_in_use_and_a_headless_run_does_not(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """The app draws its replies (its engine chooses again on them); `logitscope run` keeps the
+    load's measurement, timed as a headless run decodes (round 12's headless first reply paid
+    0.95x for blocks it did not need)."""
+    import engine.factory
+    import tui.headless.run as headless
+    from engine.core.settings import Config
+    from engine.scripted import ScriptedEngine
+    from tui.launch import build_app, parse_args
+
+    choices: list[Any] = []
+
+    def recording(config: Any, choice: Any = engine.factory.EngineChoice()) -> ScriptedEngine:
+        choices.append(choice)
+        return ScriptedEngine()
+
+    monkeypatch.setattr(engine.factory, "build_engine", recording)
+    monkeypatch.setenv("LOGITSCOPE_ENGINE_PROCESS", "0")
+    app = build_app(parse_args(["--config", str(tmp_path / "none.toml"), "--model", "demo"]))
+    assert not isinstance(app, int) and choices[-1].threads_in_use
+    headless._real_engine(Config())
+    assert not choices[-1].threads_in_use
+
+
+@needs_llama
+async def test_a_headless_engine_keeps_the_loads_count(pair: tuple[Path, Path],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.factory import local_engine
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(pair[1].parent / "cache"))
+    engine = local_engine(threads=0)
+    try:
+        await engine.load(str(pair[1]))
+        for _ in range(500):
+            session = engine._worker._session  # noqa: SLF001 - the loaded model's runtime
+            if session is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert session is not None and session.runtime.in_use is None
+    finally:
+        await engine.close()

@@ -103,7 +103,7 @@ def _build_app(args: argparse.Namespace, refuse: "Callable[[str], None] | None",
     choice = EngineChoice(server=args.server or None, tokenizer=args.tokenizer, gguf_threads=threads,
                           scripted=_use_fake(args),
                           scripted_delay_s=float(os.environ.get("LOGITSCOPE_FAKE_DELAY", "0.02")),
-                          own_process=not engine_in_process(), spawned=spawned)
+                          own_process=not engine_in_process(), spawned=spawned, threads_in_use=True)
     try:
         engine = build_engine(loaded.config, choice)
     except EngineError as error:

@@ -28,10 +28,14 @@ THREADS_FILE = "gguf-threads.json"  # measured thread counts, per file and machi
 class GgufLoader:
     """``.gguf`` files (local, or ``owner/repo/file.gguf`` on the hub), run by llama.cpp."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, in_use: bool = False) -> None:
         """`threads`: llama.cpp's threads for every model this loader reads; 0: chosen by
-        measurement at each load (`engine.gguf.threads.candidate_threads`), starting from the rule."""
+        measurement at each load (`engine.gguf.threads.candidate_threads`), starting from the rule.
+        `in_use`: with 0, chosen again on the user's first replies (`engine.gguf.tuner`): where a
+        screen draws them (the app); a headless run keeps the load's measurement, which is timed
+        as it runs (tokens that go nowhere), so tuning again would only cost it its first reply."""
         self.threads = threads
+        self.in_use = in_use
 
     def accepts(self, spec: str) -> bool:
         """A spec that names a GGUF file."""
@@ -66,7 +70,8 @@ class GgufLoader:
         command.on_progress(LoadProgress(f"loaded {name}", 1.0))
         from engine.gguf.tuner import InUseThreads
 
-        in_use = None if self.threads else InUseThreads(candidate_threads(), threads, loaded.model.set_threads)
+        tuned = self.in_use and not self.threads
+        in_use = InUseThreads(candidate_threads(), threads, loaded.model.set_threads) if tuned else None
         return LoadedParts(
             model=loaded.model, tokenizer=loaded.tokenizer, context_limit=loaded.context,
             info=gguf_model_info(loaded, threads, measured=remembered is not None), template_name=loaded.name,

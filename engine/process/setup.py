@@ -20,11 +20,13 @@ class LocalSetup:
     model: ModelConfig = ModelConfig()
     threads: int | None = None  # llama.cpp's (None: [model] gguf_threads; 0: measured at each load)
     disk_cache: bool = True  # recent histories' KV caches on disk
+    threads_in_use: bool = False  # automatic threads chosen again on the user's replies (a screen draws them)
 
     def build(self) -> EngineAPI:
         from engine.gguf.local_engine import local_engine
 
-        return local_engine(self.model, threads=self.threads, disk_cache=self.disk_cache)
+        return local_engine(self.model, threads=self.threads, disk_cache=self.disk_cache,
+                            threads_in_use=self.threads_in_use)
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ async def _in_app(model: str, tokens: int, seed: int, size: tuple[int, int]) -> 
     tune_for_streaming()  # as `logitscope` itself does
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(_config(Path(tmp), tokens, seed))
-        engine = build_engine(config.config, EngineChoice(own_process=not engine_in_process()))  # as `logitscope`
+        engine = build_engine(config.config, EngineChoice(own_process=not engine_in_process(), threads_in_use=True))  # as `logitscope`
         app = LogitscopeApp(engine, config, model=model, config_dir=Path(tmp) / "cfg", save_dir=Path(tmp))
         async with app.run_test(size=size) as pilot:
             await _until(lambda: app.engine.model is not None, 300)
