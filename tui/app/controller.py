@@ -3,15 +3,14 @@ events into conversation data plus coalesced messages.
 
 Generation runs as an asyncio task consuming the engine's async iterator, so the UI never blocks.
 Tokens are written into the conversation as they arrive, but `ReplyGrew` is posted at most
-`FLUSH_HZ` times a second: a fast stream (hundreds of tokens/s) costs the screen tens of
-repaints per second, not one per token.
+`FLUSH_HZ` times a second (`tui.app.coalesce`): a fast stream (hundreds of tokens/s) costs the
+screen tens of repaints per second, not one per token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from typing import AsyncIterator, Callable, Sequence
 
 from textual.message import Message as TextualMessage
@@ -29,7 +28,8 @@ from engine.core.api import (
 )
 from tui.app import messages as msg
 from engine.core.chat.context import fit_turn, leave_out
-from tui.app.widgets.thinking_fold import thinking_block
+from tui.app.coalesce import Coalesced
+from tui.app.thinking_switches import ThinkingSwitches
 from engine.core.chat.conversation import ChangeListener, Conversation, Node, TurnStats, Version
 
 FLUSH_HZ = 25.0
@@ -42,13 +42,15 @@ def draw_seed() -> int:
     return random.SystemRandom().randrange(2**32)
 
 
-class ChatController:
-    """Owns the engine and the conversation; posts messages through `post`."""
+class ChatController(ThinkingSwitches):
+    """Owns the engine and the conversation; posts messages through `post`; holds the thinking
+    switches (`tui.app.thinking_switches`)."""
 
     def __init__(self, engine: EngineAPI, params: SamplingParams, post: Post,
                  context_strategy: str = "drop_oldest", on_change: ChangeListener | None = None) -> None:
         """`context_strategy`: what a turn too long for the context does (`engine.core.chat.context`);
         `on_change` hears every change of whichever conversation the controller holds (the library)."""
+        super().__init__()
         self.engine = engine
         self.params = params
         self.context_strategy = context_strategy
@@ -59,14 +61,10 @@ class ChatController:
         self._post = post
         self._task: asyncio.Task[None] | None = None
         self._streaming: Node | None = None
-        self._last_flush = 0.0
-        self._flush_handle: asyncio.TimerHandle | None = None
         self._closed = False
         self._load_task: asyncio.Task[bool] | None = None
         self._stop_asked = False  # Esc while a turn is still being fitted: it never starts
         self._left_out = 0  # oldest messages the last turn left out to fit the context
-        self.thinking: bool | None = None  # the next replies' thinking switch (None: the template's default)
-        self.past_thinking: bool | None = None  # drop earlier replies' thinking (None: as the template does)
         # Called as a turn starts, before the engine is asked anything for it: optional work on
         # the engine (a score of the chat, #33) stops, so it never delays the turn's first token.
         self.before_turn: list[Callable[[], None]] = []
@@ -165,55 +163,6 @@ class ChatController:
         """Whether a parameter change reaches a running reply (`Abilities.live_params`)."""
         model = self.engine.model
         return model is None or model.abilities.live_params
-
-    def toggle_thinking(self) -> str:
-        """Switch thinking off (or back on) for the next replies; returns one line for the user.
-
-        Why a switch per reply, not per chat: each reply keeps the switch it was written under
-        (`Version.thinking`), so the history stays exactly what the model saw either way.
-        """
-        info = self.engine.model
-        if info is None or not info.supports_thinking:
-            return "This model's chat template has no thinking switch."
-        self.thinking = self.thinking is False
-        self.prepare()
-        return f"Thinking {'on' if self.thinking else 'off'} for the next replies."
-
-    @property
-    def drops_past_thinking(self) -> bool:
-        """Whether earlier replies' thinking goes "as the template renders it" (dropped where it
-        drops it: re-read, not reused) rather than as the exact ids in the cache. Default: the
-        template's way where the template drops it (Qwen3's does, and its model card asks so)."""
-        info = self.engine.model
-        default = info is not None and info.drops_past_thinking
-        return default if self.past_thinking is None else self.past_thinking
-
-    def toggle_past_thinking(self) -> str:
-        """Switch how earlier replies' thinking enters the next prompts; one line for the user."""
-        self.past_thinking = not self.drops_past_thinking
-        self.prepare()
-        if self.past_thinking:
-            return ("Past thinking: as the template renders it (dropped where it drops it): less context, "
-                    "but each reply that thought is read again on the next turn.")
-        return "Past thinking: exact cache (kept as written): every earlier token is reused."
-
-    def past_thinking_label(self) -> str:
-        """The status bar's word on earlier replies' thinking and what it costs, counted on the
-        visible chat: dropped, the last reply that thought is read again next turn (its answer)
-        and its thinking leaves the context; kept, it stays (exact cache, reused)."""
-        info = self.engine.model
-        blocks = [(v, thinking_block(v.tokens or [], v.thinking_opened)) for n in self.conversation.path()
-                  if n.role == "assistant" for v in (n.version,)]
-        blocks = [(v, b) for v, b in blocks if b is not None and b.closed]
-        if not blocks and not (info and (info.supports_thinking or info.opens_thinking or info.drops_past_thinking)):
-            return ""
-        thought = sum(b.end for _v, b in blocks)
-        if not self.drops_past_thinking:
-            return f"past think kept (+{thought} ctx)" if blocks else "past think kept"
-        if not blocks:
-            return "past think dropped"
-        last, block = blocks[-1]
-        return f"past think dropped (re-read {len(last.tokens or []) - block.end}, -{thought} ctx)"
 
     def history(self, upto: Node | None = None) -> tuple[Message, ...]:
         """The conversation as the engine gets it (`Conversation.messages`) for the loaded model
@@ -378,12 +327,6 @@ class ChatController:
         self._post(msg.GenerationStarted(node, fitted.dropped, fitted.prompt_tokens))
         await self._run(node, version, events)
 
-    def _opens_thinking(self) -> bool:
-        """Whether the next reply's prompt ends inside a <think> (the template opens it, and the
-        switch is not off): the reply then thinks from its first token."""
-        info = self.engine.model
-        return info is not None and info.opens_thinking and self.thinking is not False
-
     @property
     def model_folder(self) -> str | None:
         """The loaded model's folder: what tags the replies (their token ids are this model's)."""
@@ -438,6 +381,7 @@ class ChatController:
     async def _run(self, node: Node, version: Version, events: AsyncIterator[EngineEvent]) -> None:
         """Consume one turn; tokens go straight into `version`, the screen hears in batches."""
         assert version.tokens is not None
+        grew = Coalesced(lambda: self._post(msg.ReplyGrew(node)), FLUSH_HZ)
         try:
             async for event in events:
                 if isinstance(event, TurnFinished):
@@ -445,7 +389,7 @@ class ChatController:
                     return
                 version.tokens.append(event)
                 self.conversation.changed()
-                self._schedule_flush(node)
+                grew.ask()
             raise EngineError("the engine ended the turn without finishing it")
         except EngineError as exc:
             version.finish_reason = "error"
@@ -457,7 +401,7 @@ class ChatController:
             if version.finish_reason is None:  # cancelled by quitting: saved as what it is
                 version.finish_reason = "cancelled"
             self.conversation.changed()
-            self._cancel_flush()
+            grew.cancel()
 
     def _finish(self, node: Node, version: Version, done: TurnFinished) -> None:
         version.settle(done.text)
@@ -470,25 +414,6 @@ class ChatController:
         # follow-up shares, are read while the user reads the reply (not on the next first token).
         # The turn's own stats say the context used: no second count.
         asyncio.get_running_loop().call_soon(lambda: self.prepare(measure=False))
-
-    def _schedule_flush(self, node: Node) -> None:
-        """Post `ReplyGrew` now if the last one is old enough, else once the interval is up."""
-        now = time.monotonic()
-        wait = self._last_flush + 1.0 / FLUSH_HZ - now
-        if wait <= 0:
-            self._flush(node)
-        elif self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_later(wait, self._flush, node)
-
-    def _flush(self, node: Node) -> None:
-        self._flush_handle = None
-        self._last_flush = time.monotonic()
-        self._post(msg.ReplyGrew(node))
-
-    def _cancel_flush(self) -> None:
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
 
     async def close(self) -> None:
         """Stop any turn or load and close the engine (its thread stopped and joined). Idempotent."""
