@@ -19,6 +19,7 @@ from pathlib import Path
 
 from textual import events
 from textual.app import App, SystemCommand
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
@@ -44,6 +45,7 @@ from tui.app.widgets.chat_input import ChatInput
 from tui.app.screens.chat import ChatScreen
 from tui.app.screens.help import HelpScreen
 from tui.app.library_actions import LibraryActions
+from tui.app.paste_guard import paste_safe_driver
 from tui.app.screens.model_picker import ModelPicker
 from tui.app.themes import DEFAULT_DARK, load_builtin_themes, register_all, resolve_theme_name
 
@@ -92,6 +94,11 @@ class LogitscopeApp(App[None]):
         self._engine_closed = False
         self.engine_stuck = False  # the engine did not close in QUIT_WAIT_S: the process must not wait on it
         self.exit_note: str | None = None  # one line for the terminal once the screen is gone
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal, with every bracketed paste kept one paste, an ESC
+        in it as text (`tui.app.paste_guard`)."""
+        return paste_safe_driver(super().get_driver_class())
 
     def _make_controller(self, post: Post) -> ChatController:
         """The app's one controller, made when the chat screen can take its messages; the library
