@@ -122,12 +122,13 @@ async def test_a_damaged_library_is_one_line_and_chatting_goes_on(make_app: AppF
     app.library.path.parent.mkdir(parents=True, exist_ok=True)
     app.library.path.write_bytes(b"not a database, whatever it was" * 200)
     notes: list[str] = []
+    app.library._report = notes.append
     async with app.run_test(size=SIZE) as pilot:
-        app.library._report = notes.append
+        await wait_until(pilot, lambda: bool(notes))  # said at the start, before a chat is written
         await send(app, pilot, "hello")
         await send(app, pilot, "again")
-        await wait_until(pilot, lambda: bool(notes))
+        await pilot.pause(0.5)
         assert len(app.controller.conversation.path()) == 4
-        assert notes == [(f"Not saved to the library: library {app.library.path}: cannot open: "
+        assert notes == [(f"Chats are not being saved to the library: library {app.library.path}: cannot open: "
                           "it is damaged (not a readable SQLite database)")]
     assert app.library.path.read_bytes().startswith(b"not a database")  # never overwritten

@@ -99,8 +99,8 @@ class LibrarySync:
     async def _start(self) -> None:
         try:
             await asyncio.to_thread(self._open)
-        except LibraryError:
-            pass  # said by the first save that needs it (one line per reason, not two)
+        except LibraryError as exc:  # said now, before a chat is written that it will not keep; the
+            self._problem(not_saved(exc))  # saves that fail for the same reason say nothing more
         except (OSError, ValueError) as exc:  # the state folder itself unreadable: chatting goes on
             self._report_soon(f"Chat files in {self._state_folder} not taken into the library: {exc}")
         self._say()
@@ -234,7 +234,7 @@ class LibrarySync:
             saved = library.save(document, conversation_id=chosen, model_spec=self._model_spec())
         except LibraryError as exc:
             self._saved_revision = None  # try again at the next change
-            self._problem(f"Not saved to the library: {exc}")
+            self._problem(not_saved(exc))
             return
         if conversation is self._tracked:
             self.conversation_id = saved
@@ -296,6 +296,11 @@ class LibrarySync:
             if self._library is not None:
                 self._library.close()
                 self._library = None
+
+
+def not_saved(error: LibraryError) -> str:
+    """The one line for a library that cannot keep the chat (at the start, or at a save)."""
+    return f"Chats are not being saved to the library: {error}"
 
 
 def import_note(report: ImportReport) -> str:
