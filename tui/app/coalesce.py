@@ -15,7 +15,7 @@ from typing import Callable
 class Coalesced:
     """Calls `send` now when the last call is old enough, else once the interval is up."""
 
-    def __init__(self, send: Callable[[], None], hz: float) -> None:
+    def __init__(self, send: Callable[[], object], hz: float) -> None:
         self._send = send
         self._interval = 1.0 / hz
         self._last = 0.0

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tui.app.widgets.thinking_fold import thinking_block
+from tui.app.widgets.thinking_fold import ThinkingBlock, thinking_block
 
 if TYPE_CHECKING:
     from engine.core.api import EngineAPI
-    from engine.core.chat.conversation import Conversation
+    from engine.core.chat.conversation import Conversation, Version
 
 
 class ThinkingSwitches:
@@ -68,9 +68,13 @@ class ThinkingSwitches:
         visible chat: dropped, the last reply that thought is read again next turn (its answer)
         and its thinking leaves the context; kept, it stays (exact cache, reused)."""
         info = self.engine.model
-        blocks = [(v, thinking_block(v.tokens or [], v.thinking_opened)) for n in self.conversation.path()
-                  if n.role == "assistant" for v in (n.version,)]
-        blocks = [(v, b) for v, b in blocks if b is not None and b.closed]
+        blocks: list[tuple[Version, ThinkingBlock]] = []  # the replies' closed thinking, in order
+        for node in self.conversation.path():
+            if node.role != "assistant":
+                continue
+            block = thinking_block(node.version.tokens or [], node.version.thinking_opened)
+            if block is not None and block.closed:
+                blocks.append((node.version, block))
         if not blocks and not (info and (info.supports_thinking or info.opens_thinking or info.drops_past_thinking)):
             return ""
         thought = sum(b.end for _v, b in blocks)
