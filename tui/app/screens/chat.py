@@ -4,7 +4,7 @@ It is the only place that knows both the controller and the widgets; widgets sta
 (attributes down, messages up) and the controller never touches a widget. The rest is done by
 helpers it owns, each typed by a Protocol of what it needs of the screen: `conversation_actions`,
 `param_actions`, `preview_actions`, `stage_actions`, `chat_search`, `focus_rules`, `scope`,
-`second` (the `chat_*` modules).
+`second`, `model_news` (the `chat_*` modules).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 
-from engine.models import DEMO_SPEC
 from engine.core.settings import Config
 from tui.app import messages as msg
 from engine.core.chat.draft import load_draft
@@ -30,6 +29,7 @@ from engine.core.chat.conversation import Node
 from tui.app.previews import Previews, PreviewsChanged
 from tui.app.screens.chat_actions import ConversationActions
 from tui.app.screens.chat_focus import FocusFollowsIntent
+from tui.app.screens.chat_model import ModelNews
 from tui.app.screens.chat_params import ParamActions
 from tui.app.screens.chat_previews import PreviewActions
 from tui.app.scores import ScoresChanged
@@ -69,7 +69,6 @@ class ChatScreen(Screen[None]):
         self.controller = make_controller(self.post_message)
         self.config = config
         self.heat_mode: HeatMode | None = "p" if config.ui.heatmap else None
-        self._loading_spec = DEMO_SPEC  # the model being loaded: the welcome names it once it is in
         self._panel_due = 0.0  # monotonic time from which the streaming candidates panel may redraw
         self._dropped = 0  # oldest messages the last turn left out to fit the context
         self._prompt_tokens: int | None = None  # the streaming reply's prompt length, where counted
@@ -83,6 +82,7 @@ class ChatScreen(Screen[None]):
         self.scope = ScopeActions(self, config.ui.forks)  # scores, probes, forks (#33)
         self.second_engine_factory = second_engine_factory(self.controller.engine, config)
         self.second = SecondModelActions(self)  # a second model reading the chat (#33.5)
+        self.model_news = ModelNews(self)  # loads and losses, on the status bar and in toasts
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -126,14 +126,11 @@ class ChatScreen(Screen[None]):
 
     @on(msg.ModelLoadStarted)
     def _load_started(self, event: msg.ModelLoadStarted) -> None:
-        self._loading_spec = event.spec
-        self.query_one(StatusBar).show_loading(event.spec)
+        self.model_news.started(event.spec)
 
     @on(msg.ModelLoading)
     def _loading(self, event: msg.ModelLoading) -> None:
-        fraction = event.progress.fraction
-        percent = "" if fraction is None else f" {fraction:.0%}"
-        self.query_one(StatusBar).state = f"{event.progress.message}{percent}"
+        self.model_news.progress(event.progress)
 
     @on(msg.ContextMeasured)
     def _measured(self, event: msg.ContextMeasured) -> None:
@@ -141,36 +138,15 @@ class ChatScreen(Screen[None]):
 
     @on(msg.ModelLoaded)
     def _loaded(self, event: msg.ModelLoaded) -> None:
-        bar = self.query_one(StatusBar)
-        bar.show_model(event.info)
-        bar.thinking = self.controller.thinking
-        bar.past_thinking = self.controller.past_thinking_label()
-        demo = self._loading_spec == DEMO_SPEC
-        self.query_one(Transcript).welcome_model(None if demo else event.info.name, plain=not event.info.has_chat_template)
-        self.query_one(ParamsPanel).recommended = dict(event.info.recommended)
-        if event.info.recommended:
-            self.notify("The model recommends sampling settings: the panel shows them; O applies them.", timeout=4)
-        for note in event.info.notes:  # e.g. an assumed context limit (plain text: "[model]" is no markup)
-            self.notify(note, severity="warning", timeout=15, markup=False)
-        conversation = self.controller.conversation
-        if any(v.tokens is not None and not v.ids_fit(event.info.path)
-               for n in conversation.iter_nodes() for v in n.versions):
-            self.notify(f"Now using {event.info.name}: the replies so far continue as text.")
-        self.scope.rescore()
+        self.model_news.loaded(event.info)
 
     @on(msg.ModelLoadFailed)
     def _load_failed(self, event: msg.ModelLoadFailed) -> None:
-        """The engine keeps the model it had (and its cache): the status shows that one again."""
-        still = self.controller.engine.model
-        bar = self.query_one(StatusBar)
-        bar.show_model(still) if still is not None else bar.show_no_model()
-        kept = f" Still using {still.name}." if still is not None else ""
-        self.notify(f"{event.error}{kept}", title="Model failed to load", severity="error", timeout=30)
+        self.model_news.failed(event.error)
 
     @on(msg.ModelLost)
     def _lost(self, event: msg.ModelLost) -> None:
-        self.query_one(StatusBar).show_no_model()
-        self.notify(event.why, title="Model lost", severity="error", timeout=30)
+        self.model_news.lost(event.why)
 
     @on(msg.SendRefused)
     def _refused(self, event: msg.SendRefused) -> None:
