@@ -178,6 +178,7 @@ class ScriptedEngine:
         self.change_lag = 0  # tokens later than applied that `TurnFinished.params_changes` says (tests' pipelining)
         self.prepared: list[tuple[Message, ...]] = []  # every conversation `prepare` was given
         self.drafts: list[str] = []  # and the draft that came with it
+        self.prepare_scores: list[int | None] = []  # and the score_candidates
         self.params_seen: list[SamplingParams] = []  # the params each yielded token used
         self.closed = False
         self.fail_next: EngineError | None = None  # raise this from the next `generate`
@@ -224,12 +225,13 @@ class ScriptedEngine:
         )
         return self._model
 
-    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
-                ) -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None,
+                score_candidates: int | None = None) -> asyncio.Future[int]:
         """Like the real engine, "warm" the cache with the conversation (its ids here) and the
         draft's whole words, if loaded (the scripted prompt has no thinking switch)."""
         self.prepared.append(tuple(messages))
         self.drafts.append(draft)
+        self.prepare_scores.append(score_candidates)
         warmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         loaded = self._model is not None and not self.closed
         if loaded:

@@ -270,3 +270,24 @@ def test_a_message_not_found_at_the_start_adds_nothing_to_the_chat_s_perplexity(
     tokens = tuple(TokenEvent(i, i, "x", "x", -1.0, None, 1, 0.0, ()) for i in range(1, 6))
     assert _own(tokens, 0, 0) == () and _own(tokens, 0, 1) == ()
     assert [t.index for t in _own(tokens, 0, 3)] == [1, 2] and [t.index for t in _own(tokens, 2, 4)] == [2, 3]
+
+
+async def test_a_warm_up_for_a_scored_chat_is_reused_by_its_scoring_turn(chatml_model: Path, engine: Engine) -> None:
+    """The app scores the chat (`score_candidates` on every turn) and warms the cache while the
+    user types (`prepare`). A warm-up without the rows' statistics was thrown away by the scoring
+    turn (it reads cached positions without statistics again): in the app the first message after
+    a load reused 0 of its 32 prompt tokens (SmolLM2). Warmed with the same candidates, the turn
+    reuses it, and its statistics are those of a cold pass."""
+    from engine.core.api import GenerateRequest
+
+    await engine.load(str(chatml_model))
+    draft = CHAT[-1].text[:20]
+    warmed = await engine.prepare(CHAT[:-1], draft, score_candidates=3)
+    assert warmed > 0
+    done = [item async for item in engine.generate(GenerateRequest(CHAT, GREEDY, score_candidates=3))][-1]
+    # all but the draft's last id (the whole message may tokenize it otherwise) and the row
+    # before the first new position (fed again for its row): was 0
+    assert done.reused_tokens >= warmed - 2
+    chat = (*CHAT, reply(done))
+    scored = await engine.score(ScoreRequest(chat, candidates=3, continue_last=True))
+    check_against(scored, cold_rows(chatml_model, list(scored.ids)), 3)

@@ -188,13 +188,15 @@ class EngineAPI(Protocol):
         logits rows to recompute from)."""
         ...
 
-    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
-                ) -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None,
+                score_candidates: int | None = None) -> asyncio.Future[int]:
         """Start computing, in the background, the cache the turn after `messages` will reuse (the
         conversation so far, and `draft`, the start of the user message being typed; `thinking`
-        that turn's `GenerateRequest.thinking`). Returns at once; a turn or load submitted
-        meanwhile waits at most a short chunk. The future, which never fails and may be ignored,
-        gives how many of those ids the cache then holds."""
+        that turn's `GenerateRequest.thinking`, `score_candidates` its `score_candidates`: a
+        scoring turn reads again what was cached without its rows' statistics, so they are kept
+        here too). Returns at once; a turn or load submitted meanwhile waits at most a short
+        chunk. The future, which never fails and may be ignored, gives how many of those ids the
+        cache then holds."""
         ...
 
     async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:

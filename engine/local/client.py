@@ -183,8 +183,8 @@ class Engine:
         assert isinstance(item, tuple)
         return item
 
-    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
-                ) -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None,
+                score_candidates: int | None = None) -> asyncio.Future[int]:
         """Start prefilling what the turn after `messages` will share, its user message starting
         with `draft` (`engine.local.warmup`); returns at once. Queued behind running work, it yields to
         any later command between chunks. The future (which callers may ignore: it never fails)
@@ -202,7 +202,7 @@ class Engine:
             except RuntimeError:  # the loop is closed: nobody is waiting
                 pass
 
-        self._worker.submit(PrepareCommand(tuple(messages), draft, done, thinking))
+        self._worker.submit(PrepareCommand(tuple(messages), draft, done, thinking, score_candidates))
         return warmed
 
     async def count_tokens(self, messages: Sequence[Message], thinking: bool | None = None) -> int:

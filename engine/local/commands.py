@@ -47,6 +47,7 @@ class PrepareCommand:
     draft: str
     done: Callable[[int], None]
     thinking: bool | None = None  # the next turn's thinking switch (`GenerateRequest.thinking`)
+    score_candidates: int | None = None  # the next turn's `GenerateRequest.score_candidates`
 
 
 @dataclass(frozen=True)

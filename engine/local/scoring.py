@@ -27,7 +27,7 @@ import math
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import mlx.core as mx
 import numpy as np
@@ -54,6 +54,12 @@ from engine.local.session import Session
 from engine.local.textstream import ReplyText
 
 CANCELLED = "Scoring was cancelled."
+
+
+class Flag(Protocol):
+    """What a score checks between chunks (a `threading.Event`; a warm-up's "another command waits")."""
+
+    def is_set(self) -> bool: ...
 
 
 def score_ids(session: Session, request: ScoreRequest) -> list[int]:
@@ -124,7 +130,7 @@ def ensure_scored(session: Session, ids: Sequence[int], candidates: int,
 
 
 def feed_scored(session: Session, ids: Sequence[int], candidates: int,
-                cancelled: threading.Event | None = None, on_start: Callable[[int], None] = lambda _: None
+                cancelled: Flag | None = None, on_start: Callable[[int], None] = lambda _: None
                 ) -> tuple[int, int]:
     """`ensure_scored`, also saying from which position the ids were fed again: (positions
     whose statistics were held, the cache's length before feeding). Raises EngineError(CANCELLED)

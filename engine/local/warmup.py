@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 import mlx.core as mx
 
-from engine.core.api import Message
+from engine.core.api import MAX_SCORE_CANDIDATES, Message
 from engine.local.prompt import common_prefix_len
 from engine.local.session import Session
 
@@ -47,17 +47,50 @@ def shared_prefix(
 
 def warm_cache(
     session: Session, messages: Sequence[Message], should_stop: Callable[[], bool], draft: str = "",
-    thinking: bool | None = None,
+    thinking: bool | None = None, score_candidates: int | None = None,
 ) -> int:
     """Prefill what the next turn after `messages` will share, with a user message that starts
     with `draft` (what the user has typed so far); returns how many of those ids the cache now
-    holds. Stops early (keeping what was fed) when `should_stop()` says so between chunks."""
+    holds. Stops early (keeping what was fed) when `should_stop()` says so between chunks.
+
+    With `score_candidates` (the next turn scores its prompt: `GenerateRequest.score_candidates`)
+    each row's statistics are kept as the turn keeps them (`engine.local.scoring.feed_scored`):
+    that turn reads again every cached position without them, so a plain warm-up would be lost."""
     prefix = shared_prefix(session, messages, draft, thinking)
     if len(prefix) >= session.context_limit:  # the turn will be refused anyway, with the reason
         return 0
     kept = session.keep_prefix(prefix)
     with mx.stream(session.stream):
         session.snapshot()  # the last reply's end: a message other than the draft rewinds here (SSM caches)
-        if session.prefill(prefix[kept:], should_stop, chunk=WARM_CHUNK) and not should_stop():
+        if score_candidates is not None and 0 <= score_candidates <= MAX_SCORE_CANDIDATES:
+            fed = _feed_scored(session, prefix, score_candidates, should_stop)
+        else:
+            fed = session.prefill(prefix[kept:], should_stop, chunk=WARM_CHUNK)
+        if fed and not should_stop():
             session.reserve(ROOM)
     return common_prefix_len(session.tokens, prefix)
+
+
+class _Asked:
+    """`should_stop` as the flag a score checks between its chunks."""
+
+    def __init__(self, should_stop: Callable[[], bool]) -> None:
+        self._should_stop = should_stop
+
+    def is_set(self) -> bool:
+        return self._should_stop()
+
+
+def _feed_scored(session: Session, prefix: list[int], candidates: int, should_stop: Callable[[], bool]) -> bool:
+    """`prefix` fed keeping its rows' statistics; False when another command stopped it (what was
+    fed stays cached, with its statistics)."""
+    from engine.core.api import EngineError
+    from engine.local.scoring import CANCELLED, feed_scored
+
+    try:
+        feed_scored(session, prefix, candidates, _Asked(should_stop))
+    except EngineError as stopped:
+        if str(stopped) != CANCELLED:
+            raise
+        return False
+    return True

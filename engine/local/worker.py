@@ -252,7 +252,7 @@ class EngineWorker:
                 from engine.local.warmup import warm_cache
 
                 warmed = warm_cache(session, command.messages, lambda: not self._commands.empty(), command.draft,
-                                    command.thinking)
+                                    command.thinking, command.score_candidates)
         except EngineError:  # ids this model cannot take: the turn itself will say so
             pass
         except Exception:  # noqa: BLE001 - an optimisation: the next turn prefills what is missing

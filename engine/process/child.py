@@ -64,8 +64,8 @@ class Server:
             _, rid, method, request = frame
             self._start(rid, self._relay(rid, getattr(self.engine, method)(request)))
         elif kind == "prepare":
-            _, rid, messages, draft, thinking = frame
-            self._start(rid, self._answer(rid, self.engine.prepare(messages, draft, thinking)))
+            _, rid, messages, draft, thinking, score_candidates = frame
+            self._start(rid, self._answer(rid, self.engine.prepare(messages, draft, thinking, score_candidates)))
         elif kind == "stop":
             task = self._tasks.get(frame[1])
             if task is not None:

@@ -136,8 +136,8 @@ class ProcessEngine:
         assert isinstance(result, StageView)
         return result
 
-    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
-                ) -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None,
+                score_candidates: int | None = None) -> asyncio.Future[int]:
         """As in-process: returns at once; the future never fails (0 when nothing was warmed)."""
         loop = asyncio.get_running_loop()
         warmed: asyncio.Future[int] = loop.create_future()
@@ -154,7 +154,7 @@ class ProcessEngine:
 
         self._route(rid, loop, deliver)
         self._quiet.add(rid)
-        if not self._send(("prepare", rid, tuple(messages), draft, thinking)):
+        if not self._send(("prepare", rid, tuple(messages), draft, thinking, score_candidates)):
             self._unroute(rid)
             self._quiet.discard(rid)
             warmed.set_result(0)

@@ -153,8 +153,8 @@ class RemoteEngine:
         logits row, so no stage's distribution can be recomputed exactly from here."""
         raise EngineError(STAGES_REFUSAL)
 
-    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None
-                ) -> asyncio.Future[int]:
+    def prepare(self, messages: Sequence[Message], draft: str = "", thinking: bool | None = None,
+                score_candidates: int | None = None) -> asyncio.Future[int]:
         """Nothing to warm from here (the server's own prefix cache does that on the next turn)."""
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         done.set_result(0)

@@ -65,9 +65,9 @@ async def test_a_new_system_prompt_is_warmed_and_again_after_a_model_switch(make
         models: list[str | None] = []  # the model loaded at each request to warm
         real_prepare = engine.prepare
 
-        def prepare(messages: Any, draft: str = "", thinking: Any = None) -> Any:
+        def prepare(messages: Any, draft: str = "", thinking: Any = None, score_candidates: Any = None) -> Any:
             models.append(engine.model.path if engine.model is not None else None)
-            return real_prepare(messages, draft, thinking)
+            return real_prepare(messages, draft, thinking, score_candidates)
 
         engine.prepare = prepare  # type: ignore[method-assign]
         app.switch_model("other")  # the conversation (here its system prompt) stays, for the new model
@@ -98,6 +98,10 @@ async def test_a_pause_in_typing_reads_the_draft_ahead(make_app: Any) -> None:
         await wait_until(pilot, lambda: engine.drafts[-1:] == ["the cat sat on"])
         assert len(engine.drafts) < len("the cat sat on") // 2  # once per pause, not once per key
         assert _roles(engine.prepared[-1]) == ["user", "assistant"]  # the conversation it continues
+        # the chat is scored: the warm-up keeps the rows' statistics the turn will ask for (a plain
+        # one was read again by the scoring turn: the first message after a load reused nothing)
+        assert app.controller.score_candidates is not None
+        assert engine.prepare_scores[-1] == app.controller.score_candidates
         await pilot.press(*" the mat", "enter")
         await wait_idle(app, pilot)
         assert engine.requests[-1].messages[-1].text == "the cat sat on the mat"

@@ -343,7 +343,8 @@ class ChatController(ThinkingSwitches):
         if messages and messages[-1].role == "user":  # an unanswered message: its reply comes next
             return
         if messages or draft:
-            cached = self.engine.prepare(messages, draft, thinking=self.thinking)
+            cached = self.engine.prepare(messages, draft, thinking=self.thinking,
+                                         score_candidates=self.score_candidates)  # as the turn will ask
             if measure and not draft and isinstance(cached, asyncio.Future):  # the conversation: its ctx
                 cached.add_done_callback(self._measured)
 
