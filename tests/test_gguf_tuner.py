@@ -177,6 +177,8 @@ async def test_the_engine_chooses_on_the_users_turn_and_no_number_changes(
         assert done.generated_tokens == their_done.generated_tokens == tokens
         assert in_use.settled and all(1 <= len(r) <= ROUNDS for r in in_use.rates.values())
         assert done.token_ids == their_done.token_ids
+        assert done.compute == f"llama.cpp ({in_use.chosen} thread{'s' if in_use.chosen != 1 else ''}, measured)"
+        assert their_done.compute == ""  # a count the user set: as the load said (`ModelInfo.blas`)
         assert ours == theirs  # probabilities, ranks, entropies and candidates, exactly
         (again, _), (their_again, _) = await run(tuned, CHAT, params), await run(fixed, CHAT, params)
         assert again == their_again  # at the chosen count, from a cache both built alike

@@ -117,6 +117,11 @@ class LlamaRuntime(ModelRuntime):
         if self.in_use is not None:
             self.in_use.arm()
 
+    def compute_line(self) -> str:
+        """The count the user's replies chose (`engine.gguf.tuner`), once chosen."""
+        in_use = self.in_use
+        return blas_line(in_use.current, measured=True) if in_use is not None and in_use.settled else ""
+
     def turn_sink(self, sink: Sink) -> tuple[Sink, Callable[[], None]]:
         """The turn's events go out from the statistics thread (`engine.gguf.decoder.HandOff`)."""
         from engine.gguf.decoder import HandOff

@@ -42,6 +42,11 @@ class ModelRuntime:
     def user_turn(self) -> None:
         """A user's turn is about to run (not a warm-up): the runtime may time it."""
 
+    def compute_line(self) -> str:
+        """`TurnFinished.compute`: what computes the turns now, where it was chosen again since
+        the load ("" otherwise)."""
+        return ""
+
     def thread_choices(self) -> tuple[int, ...]:
         """Thread counts the load should measure to pick one (none: nothing to choose here)."""
         return ()

@@ -331,7 +331,9 @@ class EngineWorker:
             sink, flush = session.runtime.turn_sink(command.sink)
             session.runtime.user_turn()
             try:
-                sink(run_turn(session, command.request, command.control, sink))
+                done = run_turn(session, command.request, command.control, sink)
+                compute = session.runtime.compute_line()
+                sink(replace(done, compute=compute) if compute else done)
             finally:
                 flush()
         except EngineError as exc:

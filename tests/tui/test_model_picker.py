@@ -187,6 +187,9 @@ def test_compute_label_is_short() -> None:
     assert compute_label(info("float32", "OpenBLAS (2 threads)")) == "float32 · OpenBLAS"
     assert compute_label(info("bfloat16", "MLX built-in")) == "bfloat16 · MLX built-in"
     assert compute_label(info("float16", "")) == "float16"
+    # llama.cpp's thread count is part of what the speed means (chosen by measurement, #31.1)
+    assert compute_label(info("gguf Q4_0", "llama.cpp (1 thread, measured)")) == "gguf Q4_0 · llama.cpp 1 thread"
+    assert compute_label(info("gguf Q4_0", "llama.cpp (2 threads)")) == "gguf Q4_0 · llama.cpp 2 threads"
 
 
 def test_cli_builds_the_engine_from_model_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -278,3 +281,27 @@ async def test_a_file_both_typed_and_known_is_one_row(make_app: Any, monkeypatch
         rows = _rows(picker)
         assert sum("/m/a.gguf" in row for row in rows) == 1 and sum("/m/b.gguf" in row for row in rows) == 1
         assert rows[0].startswith("a.gguf") and "folder" in rows[0]
+
+
+async def test_the_status_bar_says_the_count_chosen_on_the_users_replies(make_app: Any) -> None:
+    """`TurnFinished.compute` (llama.cpp's thread count chosen again while the user's replies
+    decode, `engine.gguf.tuner`) replaces the load's in the status bar; a new load starts over."""
+    from dataclasses import replace
+
+    from engine.core.api import TurnFinished
+    from tui_helpers import send
+
+    engine = ScriptedEngine()
+    real = engine.generate
+
+    async def generate(request: Any) -> Any:
+        async for item in real(request):
+            yield replace(item, compute="llama.cpp (1 thread, measured)") if isinstance(item, TurnFinished) else item
+
+    engine.generate = generate  # type: ignore[method-assign]
+    app = make_app(engine)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await send(app, pilot, "hi")
+        bar = app.screen.query_one(StatusBar)
+        assert bar.compute == "float32 · llama.cpp 1 thread"
+        assert "llama.cpp 1 thread" in str(bar.render())

@@ -68,9 +68,22 @@ class ChatController(ThinkingSwitches):
         # Called as a turn starts, before the engine is asked anything for it: optional work on
         # the engine (a score of the chat, #33) stops, so it never delays the turn's first token.
         self.before_turn: list[Callable[[], None]] = []
-        # Set while the chat is scored (#33): a turn's prefill keeps every prompt row's statistics
-        # with this many candidates, so the score after it reads only the reply again.
-        self.score_candidates: int | None = None
+        self._score_candidates: int | None = None  # see `score_candidates`
+
+    @property
+    def score_candidates(self) -> int | None:
+        """Set while the chat is scored (#33): a turn's prefill keeps every prompt row's statistics
+        with this many candidates, so the score after it reads only the reply again."""
+        return self._score_candidates
+
+    @score_candidates.setter
+    def score_candidates(self, candidates: int | None) -> None:
+        """Once set, what is cached is warmed again with the statistics the next turn reads (the
+        load's warm-up kept none: the first message after a load reused nothing of it)."""
+        changed = candidates != self._score_candidates
+        self._score_candidates = candidates
+        if changed and candidates is not None:
+            self.prepare(measure=False)
 
     @property
     def conversation(self) -> Conversation:
@@ -342,10 +355,10 @@ class ChatController(ThinkingSwitches):
         messages = leave_out(self.history(), self._left_out)
         if messages and messages[-1].role == "user":  # an unanswered message: its reply comes next
             return
-        if messages or draft:
-            cached = self.engine.prepare(messages, draft, thinking=self.thinking,
+        if messages or draft or self.score_candidates is not None:  # an empty chat: the system prompt
+            cached = self.engine.prepare(messages, draft, thinking=self.thinking,  # with statistics
                                          score_candidates=self.score_candidates)  # as the turn will ask
-            if measure and not draft and isinstance(cached, asyncio.Future):  # the conversation: its ctx
+            if measure and messages and not draft and isinstance(cached, asyncio.Future):  # the chat: its ctx
                 cached.add_done_callback(self._measured)
 
     def _measured(self, cached: asyncio.Future[int]) -> None:
@@ -410,7 +423,7 @@ class ChatController(ThinkingSwitches):
             version.changes = list(done.params_changes)
         version.finish_reason = done.finish_reason
         version.stats = TurnStats.from_finished(done)
-        self._post(msg.GenerationFinished(node, version.stats, done.finish_reason))
+        self._post(msg.GenerationFinished(node, version.stats, done.finish_reason, done.compute))
         # Once this turn's task is over: the reply's end and the next user header, which every
         # follow-up shares, are read while the user reads the reply (not on the next first token).
         # The turn's own stats say the context used: no second count.

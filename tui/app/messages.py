@@ -104,6 +104,7 @@ class GenerationFinished(Message):
     node: Node
     stats: TurnStats
     reason: str
+    compute: str = ""  # `TurnFinished.compute`: what computed it, where chosen again since the load
 
 
 @dataclass(eq=False)

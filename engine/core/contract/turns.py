@@ -119,6 +119,10 @@ class TurnFinished:
     # stands). A caller's record can be a token early: a pipelined engine has sampled the next
     # token before the caller sees the last one.
     params_changes: tuple[tuple[int, SamplingParams], ...] | None = None
+    # What computed the turn, where the engine chose it again since the load (`ModelInfo.blas`'s
+    # form: "llama.cpp (1 thread, measured)", the count chosen on the user's replies,
+    # `engine.gguf.tuner`); "": as the load said.
+    compute: str = ""
 
 
 EngineEvent = TokenEvent | TurnFinished

@@ -201,6 +201,8 @@ class ChatScreen(Screen[None]):
         self._end_stream(event.node)
         bar = self.query_one(StatusBar)
         bar.stats = event.stats
+        if event.compute:  # e.g. llama.cpp's thread count, chosen on the user's replies
+            bar.show_compute(event.compute)
         bar.past_thinking = self.controller.past_thinking_label()
         bar.state = ("stopped" if event.reason == "cancelled" else "ready") + self._dropped_note()
         self.scope.rescore()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -17,10 +19,15 @@ NO_MODEL = "no model loaded"
 def compute_label(info: ModelInfo) -> str:
     """"float32 · OpenBLAS": what the numbers are computed in and with, short enough for one line.
 
-    The BLAS detail in parentheses (thread count) is dropped: it matters in a benchmark report,
-    not in a status bar that also has to fit the model name and the speed.
+    The BLAS detail in parentheses is dropped (OpenBLAS's thread count matters in a benchmark
+    report, not in a status bar that also has to fit the model name and the speed), except
+    llama.cpp's thread count: it is chosen by measurement, per file and again on the user's own
+    replies (#31.1), and the decode speed beside it means little without it.
     """
-    blas = info.blas.split(" (")[0].strip()
+    blas, _, detail = info.blas.partition(" (")
+    blas = blas.strip()
+    if blas == "llama.cpp" and detail:
+        blas = f"{blas} {detail.split(',')[0].rstrip(')').strip()}"
     return " · ".join(part for part in (info.dtype, blas) if part)
 
 
@@ -51,6 +58,7 @@ class StatusBar(Widget):
     thinking: reactive[bool | None] = reactive(None)  # the next replies' switch (None: the template's default)
     past_thinking: reactive[str] = reactive("")  # how earlier thinking enters prompts, and its cost
     perplexity: reactive[float | None] = reactive(None)  # the whole chat's, read back (#33.3)
+    _info: ModelInfo | None = None  # the loaded model, as its load described it
 
     def watch_stats(self) -> None:
         self.context_used = None  # a finished turn's own count is the newest
@@ -100,8 +108,15 @@ class StatusBar(Widget):
 
     def show_model(self, info: ModelInfo) -> None:
         """A model is loaded and ready."""
+        self._info = info
         self.model, self.compute, self.state = info.name, compute_label(info), "ready"
         self.context_limit, self.thinking_switch = info.context_limit, info.supports_thinking
+
+    def show_compute(self, blas: str) -> None:
+        """What computes the turns changed since the load (`TurnFinished.compute`)."""
+        self._info = replace(self._info, blas=blas) if self._info is not None else None
+        if self._info is not None:
+            self.compute = compute_label(self._info)
 
     def show_loading(self, spec: str) -> None:
         """A load began ("loading demo…"): the old model is gone (the engine dropped it), so are
