@@ -162,6 +162,20 @@ def feed_scored(session: Session, ids: Sequence[int], candidates: int,
     return max(first - 1, 0), start
 
 
+def feed_scored_until(session: Session, ids: Sequence[int], candidates: int, stop: Flag) -> tuple[int, bool]:
+    """`feed_scored` for a caller that gives way when `stop` is set (a turn's cancel, a warm-up's
+    waiting command): (the cache's length before feeding, whether it finished). What was fed
+    stays cached and scored either way."""
+    starts = [len(session.tokens)]
+    try:
+        feed_scored(session, ids, candidates, stop, starts.append)
+    except EngineError as stopped:
+        if str(stopped) != CANCELLED:
+            raise
+        return starts[-1], False
+    return starts[-1], True
+
+
 def _side(session: Session) -> ThreadPoolExecutor:
     """The session's statistics thread: a chunk's numpy statistics run there while the engine
     thread computes the next chunk's logits (MLX and llama.cpp release the GIL while they compute,

@@ -146,18 +146,12 @@ def _scored_prefill(session: Session, prompt: list[int], candidates: int, contro
     cached positions without them are read again, so `reused` may shrink); returns (reused,
     finished without a cancel)."""
     from engine.core.api import MAX_SCORE_CANDIDATES
-    from engine.local.scoring import CANCELLED, feed_scored
+    from engine.local.scoring import feed_scored_until
 
     if not 0 <= candidates <= MAX_SCORE_CANDIDATES:
         raise EngineError(f"A scoring turn lists 0 to {MAX_SCORE_CANDIDATES} candidates per token, got {candidates}.")
-    starts = [len(session.tokens)]
-    try:
-        feed_scored(session, prompt[:-1], candidates, control.cancelled, starts.append)
-    except EngineError as stopped:
-        if str(stopped) != CANCELLED:
-            raise
-        return min(reused, starts[-1]), False
-    return min(reused, starts[-1]), True
+    start, finished = feed_scored_until(session, prompt[:-1], candidates, control.cancelled)
+    return min(reused, start), finished
 
 
 def _check_fits(prompt_tokens: int, limit: int) -> None:

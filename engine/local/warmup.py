@@ -84,13 +84,6 @@ class _Asked:
 def _feed_scored(session: Session, prefix: list[int], candidates: int, should_stop: Callable[[], bool]) -> bool:
     """`prefix` fed keeping its rows' statistics; False when another command stopped it (what was
     fed stays cached, with its statistics)."""
-    from engine.core.api import EngineError
-    from engine.local.scoring import CANCELLED, feed_scored
+    from engine.local.scoring import feed_scored_until
 
-    try:
-        feed_scored(session, prefix, candidates, _Asked(should_stop))
-    except EngineError as stopped:
-        if str(stopped) != CANCELLED:
-            raise
-        return False
-    return True
+    return feed_scored_until(session, prefix, candidates, _Asked(should_stop))[1]
